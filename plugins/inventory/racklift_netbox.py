@@ -1,0 +1,141 @@
+# racklift's NetBox inventory: thin on purpose, the logic lives in the racklift package.
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: racklift_netbox
+plugin_type: inventory
+short_description: GPU hosts and their expected state, from NetBox
+description:
+  - Reads devices from NetBox in a bounded number of bulk requests (racklift.netbox.reader)
+    and groups them by site, rack, role, status and platform.
+  - Every host carries its expected state from NetBox in C(racklift_expected), the racklift
+    config context in C(racklift_config), and incomplete records in C(racklift_problems)
+    (such hosts are also in the group C(racklift_incomplete)).
+  - A failure (NetBox unreachable, bad token, unknown rack or site) fails the inventory;
+    set C(unparsed_is_failed) so Ansible does not carry on with an empty one.
+extends_documentation_fragment:
+  - inventory_cache
+options:
+  plugin:
+    description: Marks this file as a source for this plugin.
+    required: true
+    choices: [racklift_netbox]
+  url:
+    description: NetBox root URL.
+    required: true
+    env: [{name: NETBOX_URL}]
+  token:
+    description: NetBox API token. Keep it in the environment, not in this file.
+    required: true
+    env: [{name: NETBOX_TOKEN}]
+  sites:
+    description: Site slugs to select.
+    type: list
+    elements: str
+    default: []
+    env: [{name: RACKLIFT_SITES}]
+  racks:
+    description: Rack names to select.
+    type: list
+    elements: str
+    default: []
+    env: [{name: RACKLIFT_RACKS}]
+  roles:
+    description: Device role slugs to select.
+    type: list
+    elements: str
+    default: []
+    env: [{name: RACKLIFT_ROLES}]
+  statuses:
+    description: Device statuses to select (planned, staged, active, failed, offline, ...).
+    type: list
+    elements: str
+    default: []
+    env: [{name: RACKLIFT_STATUSES}]
+  names:
+    description: Device names to select.
+    type: list
+    elements: str
+    default: []
+    env: [{name: RACKLIFT_NAMES}]
+"""
+
+EXAMPLES = r"""
+# inventory/netbox.racklift.yml
+plugin: racklift_netbox
+racks: [R12]
+statuses: [planned, failed]
+cache: true
+cache_plugin: ansible.builtin.jsonfile
+cache_connection: ~/.cache/racklift/inventory
+cache_timeout: 300
+"""
+
+from ansible.errors import AnsibleParserError  # noqa: E402
+from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable  # noqa: E402
+
+try:
+    from racklift.errors import RackliftError
+    from racklift.inventory import load
+    from racklift.netbox.client import NetBoxSettings
+    from racklift.netbox.reader import Selection
+except ImportError as exc:  # pragma: no cover - depends on the interpreter running Ansible
+    RACKLIFT_IMPORT_ERROR: ImportError | None = exc
+else:
+    RACKLIFT_IMPORT_ERROR = None
+
+
+class InventoryModule(BaseInventoryPlugin, Cacheable):
+    NAME = "racklift_netbox"
+
+    def verify_file(self, path: str) -> bool:
+        return super().verify_file(path) and path.endswith(("racklift.yml", "racklift.yaml"))
+
+    def _selection(self) -> Selection:
+        def values(option: str) -> tuple[str, ...]:
+            raw = self.get_option(option) or []
+            # A list from the environment arrives as one comma-separated string.
+            items = raw.split(",") if isinstance(raw, str) else raw
+            return tuple(v.strip() for v in items if v and v.strip())
+
+        return Selection(sites=values("sites"), racks=values("racks"), roles=values("roles"),
+                         statuses=values("statuses"), names=values("names"))
+
+    def parse(self, inventory, loader, path, cache=True):  # type: ignore[no-untyped-def]
+        super().parse(inventory, loader, path, cache)
+        if RACKLIFT_IMPORT_ERROR is not None:
+            raise AnsibleParserError(
+                f"racklift_netbox: the racklift package is not importable by this Ansible "
+                f"({RACKLIFT_IMPORT_ERROR}); run Ansible from racklift's virtualenv")
+        self._read_config_data(path)
+        selection = self._selection()
+        settings = NetBoxSettings(url=str(self.get_option("url")).rstrip("/"),
+                                  token=str(self.get_option("token")))
+        cache_key = self.get_cache_key(f"{path}:{settings.url}:{selection}")
+        use_cache = self.get_option("cache") and cache
+        data = None
+        if use_cache:
+            try:
+                data = self._cache[cache_key]
+            except KeyError:
+                data = None
+        if data is None:
+            try:
+                data = load(settings, selection)
+            except RackliftError as exc:
+                raise AnsibleParserError(f"racklift_netbox: {exc}") from None
+            if self.get_option("cache"):
+                self._cache[cache_key] = data
+        self._populate(data)
+
+    def _populate(self, data: dict) -> None:
+        for name, variables in data["_meta"]["hostvars"].items():
+            self.inventory.add_host(name)
+            for key, value in variables.items():
+                self.inventory.set_variable(name, key, value)
+        for group, body in data.items():
+            if group in ("_meta", "all", "ungrouped"):
+                continue
+            self.inventory.add_group(group)
+            for host in body["hosts"]:
+                self.inventory.add_child(group, host)

@@ -1,0 +1,44 @@
+"""Terminal output shared by the tasks: one console, the expected-model table."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from racklift.netbox.model import ExpectedHost
+
+console = Console(stderr=True)  # progress and tables; stdout stays clean for JSON
+
+
+def print_json(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2, sort_keys=True, default=str)
+    sys.stdout.write("\n")
+
+
+def expected_table(hosts: Iterable[ExpectedHost], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in ("host", "status", "rack/U", "serial", "primary IP", "OOB IP",
+                   "prov. MAC", "GPUs", "IB ports", "driver", "problems"):
+        table.add_column(column, overflow="fold")
+    for h in hosts:
+        gpu_models = sorted({g.part_id for g in h.gpus})
+        rates = sorted({p.type.removeprefix("infiniband-").upper() for p in h.ib_ports})
+        driver = (h.config.get("nvidia_driver") or {}).get("version", "-")
+        table.add_row(
+            h.name, h.status,
+            f"{h.rack or '-'}/{h.position:g}" if h.position is not None else (h.rack or "-"),
+            h.serial or "[red]missing[/]",
+            f"{h.primary_ip} ({h.primary_ip_interface})" if h.primary_ip else "[red]missing[/]",
+            h.oob_ip or "[red]missing[/]",
+            h.provisioning_mac or "[red]missing[/]",
+            f"{len(h.gpus)}x {', '.join(gpu_models)}" if h.gpus else "[red]none[/]",
+            f"{len(h.ib_ports)}x {', '.join(rates)}" if h.ib_ports else "[red]none[/]",
+            driver,
+            "\n".join(f"[red]{p.field}[/]: {p.message}" for p in h.problems) or "[green]none[/]",
+        )
+    return table

@@ -1,0 +1,256 @@
+"""Realistic seed data for the lab and the benchmarks: any number of racks of 8-GPU servers,
+modelled the NetBox way (device type components, MAC objects, primary and OOB IPs, config
+contexts for the desired software).
+
+`plan()` is pure and deterministic; `apply()` writes a plan through the bulk API and converges:
+a re-run creates only what is missing, so an interrupted seed is finished by running it again.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from racklift.netbox.bootstrap import ROLE_GPU_SERVER, TAG_LAB, bootstrap
+from racklift.netbox.client import NetBox
+from racklift.netbox.model import CONTEXT_KEY, GPU_ROLE
+
+HOSTS_PER_RACK = 8
+SERVER_U = 4  # 8 servers of 4U fill 32U of a 42U rack
+
+GPU_PART = "NVIDIA H100 80GB HBM3"
+IB_PORTS = tuple(f"mlx5_{n}" for n in range(8))  # one ConnectX-7 NDR port per GPU
+PROVISIONING = "eno1"
+INBAND = "eno2"
+BMC = "bmc"
+
+DEVICE_TYPE: dict[str, Any] = {
+    "manufacturer": "Supermicro",
+    "model": "SYS-421GE-TNHR2-LCC",
+    "slug": "supermicro-sys-421ge-tnhr2-lcc",
+    "part_number": "SYS-421GE-TNHR2-LCC",
+    "u_height": SERVER_U,
+    "is_full_depth": True,
+    "interfaces": [
+        {"name": BMC, "type": "1000base-t", "mgmt_only": True, "label": "BMC"},
+        {"name": PROVISIONING, "type": "25gbase-x-sfp28", "label": "provisioning"},
+        {"name": INBAND, "type": "100gbase-x-qsfp28", "label": "in-band"},
+        *({"name": p, "type": "infiniband-ndr", "label": f"ConnectX-7 {p}"} for p in IB_PORTS),
+    ],
+    "gpus": [{"name": f"GPU{n}", "manufacturer": "NVIDIA", "part_id": GPU_PART}
+             for n in range(8)],
+}
+
+# What the lab's GPU servers should run; production keeps this in config contexts too.
+DESIRED_SOFTWARE: dict[str, Any] = {
+    "provisioning_interface": PROVISIONING,
+    "os_image": "debian-12-gpu",
+    "nvidia_driver": {"branch": "550", "version": "550.127.08", "kernel_modules": "open"},
+    "cuda_version": "12.4",
+    "ofed": {"source": "doca", "version": "24.10-1.1.4.0"},
+    "container_toolkit": {"version": "1.17.3"},
+    "registry_mirror": {"url": "https://registry-mirror.lab.racklift.test:5000"},
+}
+
+PROVISIONING_NET = ipaddress.ip_network("10.16.0.0/16")
+OOB_NET = ipaddress.ip_network("10.32.0.0/16")
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    name: str
+    rack: str
+    position: int
+    serial: str
+    asset_tag: str
+    macs: dict[str, str]  # interface name → MAC
+    primary_ip: str  # on the provisioning interface
+    oob_ip: str  # on the BMC interface
+
+
+@dataclass(frozen=True)
+class SeedPlan:
+    site: str
+    racks: tuple[str, ...]
+    hosts: tuple[HostPlan, ...]
+    context_name: str = "racklift-gpu-servers"
+    software: dict[str, Any] = field(default_factory=lambda: dict(DESIRED_SOFTWARE))
+
+
+def rack_name(number: int) -> str:
+    return f"R{number:02d}"
+
+
+def host_name(index: int) -> str:
+    return f"gpu-{index:04d}"
+
+
+def mac_for(index: int, port: int) -> str:
+    # Locally administered, racklift's own prefix 02:52:4C ("RL"); 4 MACs per host.
+    n = index * 4 + port
+    return f"02:52:4C:{(n >> 16) & 0xFF:02X}:{(n >> 8) & 0xFF:02X}:{n & 0xFF:02X}"
+
+
+def _ip(network: ipaddress.IPv4Network, index: int) -> str:
+    # .1 to .250 of each /24 inside the /16, leaving gateways and services at the top.
+    address = network.network_address + (index // 250) * 256 + index % 250 + 1
+    return f"{address}/{network.prefixlen}"
+
+
+def plan(racks: int, hosts_per_rack: int = HOSTS_PER_RACK, site: str = "lab1",
+         first_rack: int = 1) -> SeedPlan:
+    """`racks` racks of `hosts_per_rack` GPU servers, numbered from `first_rack`."""
+    rack_names = tuple(rack_name(first_rack + r) for r in range(racks))
+    hosts = []
+    for r, rack in enumerate(rack_names):
+        for slot in range(hosts_per_rack):
+            index = (first_rack - 1 + r) * hosts_per_rack + slot  # 0-based, unique per site
+            hosts.append(HostPlan(
+                name=host_name(index + 1), rack=rack, position=1 + slot * SERVER_U,
+                serial=f"S{index + 1:09d}", asset_tag=f"{site}-{index + 1:06d}",
+                macs={BMC: mac_for(index, 0), PROVISIONING: mac_for(index, 1),
+                      INBAND: mac_for(index, 2)},
+                primary_ip=_ip(PROVISIONING_NET, index), oob_ip=_ip(OOB_NET, index),
+            ))
+    return SeedPlan(site=site, racks=rack_names, hosts=tuple(hosts))
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing a plan through the API
+
+
+@dataclass
+class SeedReport:
+    created: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def add(self, what: str, count: int, seconds: float) -> None:
+        self.created[what] = self.created.get(what, 0) + count
+        self.seconds[what] = self.seconds.get(what, 0.0) + seconds
+
+
+def _ensure_device_type(netbox: NetBox) -> int:
+    manufacturer, _ = netbox.get_or_create(
+        "dcim/manufacturers", {"slug": "supermicro"}, {"name": DEVICE_TYPE["manufacturer"]})
+    nvidia, _ = netbox.get_or_create("dcim/manufacturers", {"slug": "nvidia"}, {"name": "NVIDIA"})
+    device_type, created = netbox.get_or_create(
+        "dcim/device-types", {"slug": DEVICE_TYPE["slug"]},
+        {"manufacturer": manufacturer["id"], "model": DEVICE_TYPE["model"],
+         "part_number": DEVICE_TYPE["part_number"], "u_height": DEVICE_TYPE["u_height"],
+         "is_full_depth": DEVICE_TYPE["is_full_depth"]})
+    if created:
+        netbox.create("dcim/interface-templates",
+                      [{**t, "device_type": device_type["id"]} for t in DEVICE_TYPE["interfaces"]])
+        gpu_role = netbox.get_all("dcim/inventory-item-roles", {"slug": GPU_ROLE})[0]
+        netbox.create("dcim/inventory-item-templates", [
+            {"device_type": device_type["id"], "name": g["name"], "role": gpu_role["id"],
+             "manufacturer": nvidia["id"], "part_id": g["part_id"]}
+            for g in DEVICE_TYPE["gpus"]])
+    return int(device_type["id"])
+
+
+def apply(netbox: NetBox, seed: SeedPlan,
+          progress: Callable[[str], None] = lambda _: None) -> SeedReport:
+    report = SeedReport()
+
+    def step(what: str, fn: Callable[[], int]) -> None:
+        started = time.monotonic()
+        count = fn()
+        report.add(what, count, time.monotonic() - started)
+        progress(f"{what}: {count} created in {time.monotonic() - started:.1f} s")
+
+    bootstrap(netbox)
+    site, _ = netbox.get_or_create("dcim/sites", {"slug": seed.site},
+                                   {"name": seed.site, "status": "active"})
+    role = netbox.get_all("dcim/device-roles", {"slug": ROLE_GPU_SERVER})[0]
+    tag = {"slug": TAG_LAB}
+    type_id = _ensure_device_type(netbox)
+    for net, desc in ((PROVISIONING_NET, "GPU server provisioning"), (OOB_NET, "BMC / OOB")):
+        netbox.get_or_create("ipam/prefixes", {"prefix": str(net)},
+                             {"description": desc, "status": "active", "tags": [tag]})
+    netbox.get_or_create("extras/config-contexts", {"name": seed.context_name}, {
+        "weight": 1000, "roles": [role["id"]], "data": {CONTEXT_KEY: seed.software},
+        "description": "Desired software of GPU servers (racklift)"})
+
+    racks: dict[str, int] = {}
+
+    def make_racks() -> int:
+        existing = {r["name"]: r["id"] for r in netbox.get_all(
+            "dcim/racks", {"site_id": site["id"]}, fields=("id", "name"))}
+        new = netbox.create("dcim/racks", [
+            {"name": name, "site": site["id"], "status": "active", "u_height": 42,
+             "width": 19, "tags": [tag]} for name in seed.racks if name not in existing])
+        racks.update(existing)
+        racks.update({r["name"]: r["id"] for r in new})
+        return len(new)
+
+    devices: dict[str, int] = {}
+
+    def make_devices() -> int:
+        existing = {d["name"]: d["id"] for d in netbox.get_all(
+            "dcim/devices", {"site_id": site["id"]}, fields=("id", "name"))}
+        new = netbox.create("dcim/devices", [
+            {"name": h.name, "device_type": type_id, "role": role["id"], "site": site["id"],
+             "rack": racks[h.rack], "position": h.position, "face": "front",
+             "status": "planned", "serial": h.serial, "asset_tag": h.asset_tag, "tags": [tag]}
+            for h in seed.hosts if h.name not in existing])
+        devices.update({h.name: existing[h.name] for h in seed.hosts if h.name in existing})
+        devices.update({d["name"]: d["id"] for d in new})
+        return len(new)
+
+    step("racks", make_racks)
+    step("devices", make_devices)
+    step("mac addresses", lambda: _assign_macs(netbox, seed, devices))
+    step("ip addresses", lambda: _assign_ips(netbox, seed, devices))
+    return report
+
+
+def _interface_ids(netbox: NetBox, devices: dict[str, int]) -> dict[tuple[int, str], dict]:
+    rows = netbox.get_for_ids("dcim/interfaces", "device_id", devices.values(),
+                              fields=("id", "device", "name", "primary_mac_address"))
+    return {(i["device"]["id"], i["name"]): i for i in rows}
+
+
+def _assign_macs(netbox: NetBox, seed: SeedPlan, devices: dict[str, int]) -> int:
+    interfaces = _interface_ids(netbox, devices)
+    wanted = [(interfaces[(devices[h.name], name)], mac)
+              for h in seed.hosts for name, mac in h.macs.items()
+              if not interfaces[(devices[h.name], name)]["primary_mac_address"]]
+    created = netbox.create("dcim/mac-addresses", [
+        {"mac_address": mac, "assigned_object_type": "dcim.interface",
+         "assigned_object_id": iface["id"]} for iface, mac in wanted])
+    netbox.update("dcim/interfaces", [
+        {"id": mac["assigned_object_id"], "primary_mac_address": mac["id"]} for mac in created])
+    return len(created)
+
+
+def _assign_ips(netbox: NetBox, seed: SeedPlan, devices: dict[str, int]) -> int:
+    interfaces = _interface_ids(netbox, devices)
+    existing = {ip["address"]: ip for ip in netbox.get_for_ids(
+        "ipam/ip-addresses", "device_id", devices.values(), fields=("id", "address"))}
+    wanted = [
+        {"address": address, "status": "active", "assigned_object_type": "dcim.interface",
+         "assigned_object_id": interfaces[(devices[h.name], iface_name)]["id"],
+         "tags": [{"slug": TAG_LAB}]}
+        for h in seed.hosts
+        for address, iface_name in ((h.primary_ip, PROVISIONING), (h.oob_ip, BMC))
+        if address not in existing]
+    created = netbox.create("ipam/ip-addresses", wanted)
+    by_address = {**existing, **{ip["address"]: ip for ip in created}}
+    current = {d["id"]: d for d in netbox.get_for_ids(
+        "dcim/devices", "id", devices.values(), fields=("id", "primary_ip4", "oob_ip"))}
+
+    def ref_id(ref: dict | None) -> int | None:
+        return ref["id"] if ref else None
+
+    changes = []
+    for h in seed.hosts:
+        device = current[devices[h.name]]
+        primary, oob = by_address[h.primary_ip]["id"], by_address[h.oob_ip]["id"]
+        if (ref_id(device["primary_ip4"]), ref_id(device["oob_ip"])) != (primary, oob):
+            changes.append({"id": device["id"], "primary_ip4": primary, "oob_ip": oob})
+    netbox.update("dcim/devices", changes)
+    return len(created)

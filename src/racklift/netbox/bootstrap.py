@@ -1,0 +1,53 @@
+"""Create what racklift relies on in NetBox, idempotently, never overwriting existing objects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from racklift.netbox.client import NetBox
+from racklift.netbox.model import GPU_ROLE
+
+TAG_MANAGED = "racklift"
+TAG_LAB = "racklift-lab"  # objects the lab created, and the only ones lab teardown removes
+ROLE_GPU_SERVER = "gpu-server"
+
+# (endpoint, lookup, defaults): the objects racklift needs. Existing ones are left untouched.
+REQUIREMENTS: tuple[tuple[str, dict[str, Any], dict[str, Any]], ...] = (
+    ("extras/tags", {"slug": TAG_MANAGED},
+     {"name": "racklift", "color": "2196f3",
+      "description": "Provisioned and verified by racklift"}),
+    ("extras/tags", {"slug": TAG_LAB},
+     {"name": "racklift-lab", "color": "9e9e9e",
+      "description": "Created by the racklift lab; removed by lab teardown"}),
+    ("dcim/device-roles", {"slug": ROLE_GPU_SERVER},
+     {"name": "GPU server", "color": "4caf50", "vm_role": False}),
+    ("dcim/inventory-item-roles", {"slug": GPU_ROLE},
+     {"name": "GPU", "color": "8bc34a"}),
+    ("extras/custom-fields", {"name": "racklift_image"},
+     {"type": "text", "object_types": ["dcim.device"], "label": "racklift image",
+      "description": "OS image and build id racklift last deployed (its image marker)",
+      "required": False, "group_name": "racklift", "ui_editable": "no"}),
+    ("extras/custom-fields", {"name": "racklift_verified"},
+     {"type": "datetime", "object_types": ["dcim.device"], "label": "racklift verified",
+      "description": "When racklift last verified this host against its NetBox record",
+      "required": False, "group_name": "racklift", "ui_editable": "no"}),
+)
+
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    endpoint: str
+    key: str
+    created: bool
+
+
+def bootstrap(netbox: NetBox) -> list[BootstrapResult]:
+    results = []
+    for endpoint, lookup, defaults in REQUIREMENTS:
+        _, created = netbox.get_or_create(endpoint, lookup, defaults)
+        results.append(BootstrapResult(endpoint, next(iter(lookup.values())), created))
+    # Journal entries need no setup, but racklift records every state change in them:
+    # fail here, early, if this token may not read them.
+    netbox.count("extras/journal-entries", {"assigned_object_type": "dcim.device"})
+    return results

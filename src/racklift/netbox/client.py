@@ -1,0 +1,215 @@
+"""The one way racklift talks to NetBox: connection checks, paginated bulk reads and chunked
+bulk writes, with every failure turned into one clear line for the operator.
+
+pynetbox carries the session and the token; the hot read path asks for raw JSON pages with
+only the fields it needs, since building pynetbox Records for 100,000 interfaces costs seconds.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import pynetbox
+import requests
+
+from racklift.errors import NetBoxError
+
+MIN_VERSION = (4, 2)  # MAC addresses became objects of their own in 4.2
+PAGE_SIZE = 1000  # NetBox's default MAX_PAGE_SIZE
+WRITE_CHUNK = 250  # objects per bulk request: one transaction each
+READ_WORKERS = 4
+
+
+@dataclass(frozen=True)
+class NetBoxSettings:
+    url: str
+    token: str = field(repr=False)  # never printed
+
+    @classmethod
+    def from_env(cls, default: NetBoxSettings | None = None) -> NetBoxSettings:
+        url = os.environ.get("NETBOX_URL") or os.environ.get("NETBOX_API")
+        token = os.environ.get("NETBOX_TOKEN")
+        if url and token:
+            return cls(url.rstrip("/"), token)
+        if default is not None and not url and not token:
+            return default
+        names = (("NETBOX_URL", url), ("NETBOX_TOKEN", token))
+        missing = " and ".join(name for name, value in names if not value)
+        raise NetBoxError(f"{missing} not set: export NETBOX_URL=https://netbox.example "
+                          "and NETBOX_TOKEN=<an API token with write permission>")
+
+
+def parse_version(text: str) -> tuple[int, ...]:
+    """'4.7.3' → (4, 7, 3); '4.2.0-Docker-3.2.0' → (4, 2, 0); 'v4.1' → (4, 1)."""
+    numbers: list[int] = []
+    for part in text.lstrip("v").split("-")[0].split("."):
+        if not part.isdigit():
+            break
+        numbers.append(int(part))
+    if not numbers:
+        raise NetBoxError(f"cannot read a NetBox version from {text!r}")
+    return tuple(numbers)
+
+
+def check_version(version: str, url: str) -> None:
+    if parse_version(version)[:2] < MIN_VERSION:
+        need = ".".join(map(str, MIN_VERSION))
+        raise NetBoxError(f"NetBox at {url} is {version}; racklift needs NetBox >= {need} "
+                          "(MAC addresses as objects): upgrade NetBox")
+
+
+def _explain(response: requests.Response) -> str:
+    try:
+        body: Any = response.json()
+    except ValueError:
+        return response.text.strip()[:300] or response.reason
+    if isinstance(body, Mapping) and "detail" in body:
+        return str(body["detail"])
+    return str(body)[:500]
+
+
+@contextmanager
+def _errors(url: str, what: str) -> Iterator[None]:
+    try:
+        yield
+    except pynetbox.RequestError as exc:
+        raise _http_error(url, what, exc.req) from None
+    except requests.ConnectionError:
+        raise NetBoxError(f"cannot reach NetBox at {url} ({what}): is it running and is "
+                          "NETBOX_URL right?") from None
+    except requests.Timeout:
+        raise NetBoxError(f"NetBox at {url} did not answer in time ({what})") from None
+
+
+def _http_error(url: str, what: str, response: requests.Response) -> NetBoxError:
+    detail = _explain(response)
+    if response.status_code in (401, 403):
+        return NetBoxError(f"NetBox at {url} refused the token (HTTP {response.status_code}: "
+                           f"{detail}) while {what}: set NETBOX_TOKEN to a valid API token "
+                           "with the permissions racklift needs")
+    if response.status_code == 404:
+        return NetBoxError(f"NetBox at {url} has no {response.request.path_url} (while {what}):"
+                           " is NETBOX_URL the NetBox root URL?")
+    return NetBoxError(f"NetBox at {url} rejected the request while {what} "
+                       f"(HTTP {response.status_code}): {detail}")
+
+
+def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+class NetBox:
+    """A checked connection to one NetBox."""
+
+    def __init__(self, settings: NetBoxSettings, timeout: float = 300.0) -> None:
+        self.url = settings.url
+        self.api = pynetbox.api(settings.url, token=settings.token)
+        self.api.http_session.headers.update(
+            {"Authorization": f"Token {settings.token}", "Accept": "application/json"})
+        self.timeout = timeout
+        self.version = ""
+
+    @classmethod
+    def connect(cls, settings: NetBoxSettings) -> NetBox:
+        """Reach NetBox, prove the token works, and refuse a NetBox older than 4.2."""
+        netbox = cls(settings)
+        status = netbox._get("/api/status/", {}, "reading /api/status/")
+        netbox.version = str(status.get("netbox-version", ""))
+        check_version(netbox.version, netbox.url)
+        # /api/status/ answers without a token when LOGIN_REQUIRED is off: prove the token.
+        netbox._get("/api/dcim/devices/", {"limit": 1, "brief": 1}, "checking the API token")
+        return netbox
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def _get(self, path: str, params: Mapping[str, Any], what: str) -> Any:
+        with _errors(self.url, what):
+            response = self.api.http_session.get(f"{self.url}{path}", params=params,
+                                                 timeout=self.timeout)
+        if not response.ok:
+            raise _http_error(self.url, what, response)
+        return response.json()
+
+    def get_all(self, endpoint: str, params: Mapping[str, Any] | None = None,
+                fields: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Every object of `endpoint` (e.g. 'dcim/devices') matching `params`, as JSON.
+
+        The first page tells the count; the other pages are fetched in parallel.
+        """
+        query: dict[str, Any] = {**(params or {}), "limit": PAGE_SIZE}
+        if fields:
+            query["fields"] = ",".join(fields)
+        what = f"reading {endpoint}"
+        path = f"/api/{endpoint}/"
+        first = self._get(path, {**query, "offset": 0}, what)
+        results: list[dict[str, Any]] = list(first["results"])
+        count = int(first["count"])
+        page = len(first["results"]) or PAGE_SIZE  # the server may cap the page size lower
+        offsets = range(page, count, page)
+        if offsets:
+            with ThreadPoolExecutor(READ_WORKERS) as pool:
+                for body in pool.map(lambda o: self._get(path, {**query, "offset": o}, what),
+                                     offsets):
+                    results.extend(body["results"])
+        return results
+
+    def count(self, endpoint: str, params: Mapping[str, Any] | None = None) -> int:
+        """How many objects of `endpoint` match `params` (one request for one object)."""
+        body = self._get(f"/api/{endpoint}/", {**(params or {}), "limit": 1, "brief": 1},
+                         f"counting {endpoint}")
+        return int(body["count"])
+
+    def get_for_ids(self, endpoint: str, key: str, ids: Iterable[int],
+                    params: Mapping[str, Any] | None = None,
+                    fields: Iterable[str] | None = None,
+                    chunk: int = 200) -> list[dict[str, Any]]:
+        """Objects whose `key` filter matches any of `ids`, asked for `chunk` ids at a time so
+        that URLs stay short; a rack is one request, a 10,000-host site a few dozen."""
+        unique = sorted(set(ids))
+        results: list[dict[str, Any]] = []
+        for group in _chunks(unique, chunk):
+            results.extend(self.get_all(endpoint, {**(params or {}), key: group}, fields))
+        return results
+
+    # -- writes -------------------------------------------------------------------------------
+
+    def _endpoint(self, endpoint: str) -> Any:
+        app, name = endpoint.split("/")
+        return getattr(getattr(self.api, app), name.replace("-", "_"))
+
+    def create(self, endpoint: str, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Bulk-create `objects`, WRITE_CHUNK per request (each request is one transaction)."""
+        created: list[dict[str, Any]] = []
+        for group in _chunks(objects, WRITE_CHUNK):
+            with _errors(self.url, f"creating {len(group)} {endpoint}"):
+                created.extend(dict(r) for r in self._endpoint(endpoint).create(group))
+        return created
+
+    def update(self, endpoint: str, objects: list[dict[str, Any]]) -> None:
+        """Bulk-update `objects` (each has an 'id'), WRITE_CHUNK per request."""
+        for group in _chunks(objects, WRITE_CHUNK):
+            with _errors(self.url, f"updating {len(group)} {endpoint}"):
+                self._endpoint(endpoint).update(group)
+
+    def delete(self, endpoint: str, ids: list[int]) -> None:
+        for group in _chunks(ids, WRITE_CHUNK):
+            with _errors(self.url, f"deleting {len(group)} {endpoint}"):
+                self._endpoint(endpoint).delete(group)
+
+    def get_or_create(self, endpoint: str, lookup: Mapping[str, Any],
+                      defaults: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], bool]:
+        """The object matching `lookup`, created with `defaults` when absent; an existing
+        object is returned unchanged, so operators' edits are never overwritten."""
+        found = self.get_all(endpoint, lookup)
+        if len(found) > 1:
+            raise NetBoxError(f"{endpoint}: {len(found)} objects match {dict(lookup)}; "
+                              "expected one: remove the duplicates")
+        if found:
+            return found[0], False
+        return self.create(endpoint, [{**lookup, **(defaults or {})}])[0], True

@@ -1,0 +1,104 @@
+"""The expected state of a host, as NetBox records it: typed, immutable, free of pynetbox."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# Where the desired software lives in a device's rendered config context.
+CONTEXT_KEY = "racklift"
+DEFAULT_PROVISIONING_INTERFACE = "eno1"
+GPU_ROLE = "gpu"  # inventory item role slug of GPU inventory items and their templates
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A record that is incomplete for racklift: which host, which field, what to do."""
+
+    host: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.host}: {self.field}: {self.message}"
+
+
+@dataclass(frozen=True)
+class DeviceTypeRef:
+    manufacturer: str
+    model: str
+    slug: str
+    part_number: str | None = None
+
+
+@dataclass(frozen=True)
+class ExpectedInterface:
+    name: str
+    type: str
+    mgmt_only: bool
+    enabled: bool
+    mac: str | None  # the interface's primary MAC address object, upper case
+    ips: tuple[str, ...] = ()  # addresses with prefix length, e.g. "10.16.0.11/16"
+
+    @property
+    def is_infiniband(self) -> bool:
+        return self.type.startswith("infiniband-")
+
+
+@dataclass(frozen=True)
+class ExpectedGPU:
+    """One GPU slot of the device type; the serial once NetBox records it on the device."""
+
+    name: str
+    manufacturer: str
+    part_id: str
+    serial: str | None = None
+
+
+@dataclass(frozen=True)
+class ExpectedHost:
+    name: str
+    netbox_id: int
+    status: str
+    site: str
+    rack: str | None
+    position: float | None
+    role: str | None
+    platform: str | None
+    device_type: DeviceTypeRef
+    serial: str | None
+    asset_tag: str | None
+    primary_ip: str | None
+    primary_ip_interface: str | None
+    oob_ip: str | None
+    oob_interface: str | None
+    provisioning_interface: str
+    interfaces: tuple[ExpectedInterface, ...]
+    gpus: tuple[ExpectedGPU, ...]
+    config: dict[str, Any] = field(default_factory=dict)
+    tags: tuple[str, ...] = ()
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def address(self) -> str | None:
+        """The primary IP without its prefix length: what Ansible connects to."""
+        return self.primary_ip.split("/")[0] if self.primary_ip else None
+
+    @property
+    def provisioning_mac(self) -> str | None:
+        iface = self.interface(self.provisioning_interface)
+        return iface.mac if iface else None
+
+    @property
+    def ib_ports(self) -> tuple[ExpectedInterface, ...]:
+        return tuple(i for i in self.interfaces if i.is_infiniband)
+
+    def interface(self, name: str) -> ExpectedInterface | None:
+        return next((i for i in self.interfaces if i.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["address"] = self.address
+        data["provisioning_mac"] = self.provisioning_mac
+        data["problems"] = [asdict(p) for p in self.problems]
+        return data

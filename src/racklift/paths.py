@@ -1,0 +1,21 @@
+"""Where racklift keeps cached artifacts and runtime state.
+
+Cached artifacts (NetBox venv, migrated database dump) are expensive to rebuild and keyed by
+their recipe, so they live outside the checkout and survive a fresh clone. Runtime state (the
+lab NetBox's configuration, logs, pid files) is per machine.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("RACKLIFT_CACHE", Path.home() / ".cache" / "racklift"))
+
+
+def state_dir() -> Path:
+    return Path(os.environ.get("RACKLIFT_STATE", Path.home() / ".local" / "state" / "racklift"))

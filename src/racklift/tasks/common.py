@@ -1,0 +1,59 @@
+"""What every task needs: the NetBox to talk to, host selection flags, operator errors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from invoke.exceptions import Exit
+
+from racklift.console import console
+from racklift.errors import RackliftError
+from racklift.lab.netbox_server import NetBoxInstance, answers
+from racklift.netbox.client import NetBox, NetBoxSettings
+from racklift.netbox.reader import Selection
+
+SELECTION_HELP = {
+    "site": "site slug(s), comma-separated",
+    "rack": "rack name(s), comma-separated",
+    "role": "device role slug(s), comma-separated",
+    "status": "device status(es), comma-separated (planned, staged, active, failed, offline)",
+    "host": "device name(s), comma-separated",
+}
+
+
+def lab_instance() -> NetBoxInstance:
+    return NetBoxInstance.from_env("lab")
+
+
+def netbox_settings() -> NetBoxSettings:
+    """NETBOX_URL / NETBOX_TOKEN; without them, the lab NetBox when it is running."""
+    lab = lab_instance()
+    default = NetBoxSettings(lab.url, lab.token) if answers(lab) else None
+    settings = NetBoxSettings.from_env(default=default)
+    if settings is default:
+        console.print(f"[dim]using the lab NetBox at {lab.url} (NETBOX_URL is not set)[/]")
+    return settings
+
+
+def connect() -> NetBox:
+    return NetBox.connect(netbox_settings())
+
+
+def _split(value: str | None) -> tuple[str, ...]:
+    return tuple(v.strip() for v in (value or "").split(",") if v.strip())
+
+
+def selection(site: str | None = None, rack: str | None = None, role: str | None = None,
+              status: str | None = None, host: str | None = None) -> Selection:
+    return Selection(sites=_split(site), racks=_split(rack), roles=_split(role),
+                     statuses=_split(status), names=_split(host))
+
+
+@contextmanager
+def operator_errors() -> Iterator[None]:
+    """A RackliftError ends the command with its one-line message and exit code 1."""
+    try:
+        yield
+    except RackliftError as exc:
+        raise Exit(f"error: {exc}", code=1) from None

@@ -1,0 +1,57 @@
+"""A real NetBox for the tests: its own instance (port 18001, database racklift_test), so
+running the tests never touches the lab NetBox. Seeded once, then reset from a snapshot."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from racklift.lab import netbox_server, seed
+from racklift.netbox.client import NetBox, NetBoxSettings
+
+TEST_PORT = int(os.environ.get("RACKLIFT_TEST_NETBOX_PORT", 18001))
+SEEDED = "seeded"
+
+
+@pytest.fixture(scope="session")
+def instance() -> netbox_server.NetBoxInstance:
+    inst = netbox_server.NetBoxInstance("test", TEST_PORT, redis_base=2)
+    result = netbox_server.up(inst)
+    print(f"\n[netbox] test NetBox up in {result.seconds:.1f} s "
+          f"(already running: {result.already_running})")
+    netbox_server.reset(inst)
+    return inst
+
+
+@pytest.fixture(scope="session")
+def settings(instance) -> NetBoxSettings:
+    return NetBoxSettings(instance.url, instance.token)
+
+
+@pytest.fixture(scope="session")
+def demo_plan() -> seed.SeedPlan:
+    return seed.plan(racks=1)
+
+
+@pytest.fixture(scope="session")
+def _seeded_snapshot(instance, settings, demo_plan) -> None:
+    started = time.monotonic()
+    seed.apply(NetBox.connect(settings), demo_plan)
+    print(f"\n[netbox] seeded {len(demo_plan.hosts)} hosts in {time.monotonic() - started:.1f} s")
+    netbox_server.snapshot(instance, SEEDED)
+
+
+@pytest.fixture
+def empty_netbox(instance, settings) -> NetBox:
+    """A freshly migrated NetBox with nothing in it."""
+    netbox_server.reset(instance)
+    return NetBox.connect(settings)
+
+
+@pytest.fixture
+def seeded_netbox(instance, settings, _seeded_snapshot) -> NetBox:
+    """The demo rack (R01, 8 hosts) seeded; each test gets its own fresh copy."""
+    netbox_server.reset(instance, SEEDED)
+    return NetBox.connect(settings)

@@ -1,0 +1,95 @@
+"""The racklift_netbox inventory plugin, through the real ansible-inventory and ansible."""
+
+import json
+import os
+import subprocess
+
+from conftest import REPO
+
+BIN = REPO / ".venv" / "bin"
+
+
+def run(*args, **env_overrides):
+    env = {**os.environ, "ANSIBLE_INVENTORY_CACHE": "false",
+           "PATH": f"{BIN}:{os.environ['PATH']}", **env_overrides}
+    return subprocess.run([str(BIN / args[0]), *args[1:]], capture_output=True, text=True,
+                          env=env, cwd=REPO, timeout=180)
+
+
+def inventory(instance, **env):
+    result = run("ansible-inventory", "--list", NETBOX_URL=instance.url,
+                 NETBOX_TOKEN=instance.token, **env)
+    return result
+
+
+def test_groups_and_host_vars(instance, seeded_netbox, demo_plan):
+    result = inventory(instance)
+    assert result.returncode == 0, result.stderr
+    inv = json.loads(result.stdout)
+    names = [h.name for h in demo_plan.hosts]
+    for group in ("site_lab1", "rack_r01", "role_gpu_server", "status_planned"):
+        assert sorted(inv[group]["hosts"]) == names, group
+    assert "racklift_incomplete" not in inv
+    hostvars = inv["_meta"]["hostvars"]
+    first = demo_plan.hosts[0]
+    hv = hostvars[first.name]
+    assert hv["ansible_host"] == first.primary_ip.split("/")[0]
+    assert hv["netbox_status"] == "planned"
+    assert hv["racklift_expected"]["serial"] == first.serial
+    assert hv["racklift_expected"]["provisioning_mac"] == first.macs["eno1"]
+    assert hv["racklift_config"]["nvidia_driver"]["version"] == "550.127.08"
+    assert hv["racklift_problems"] == []
+    # group_vars next to the inventory source supply defaults to every host.
+    assert hv["racklift_software_defaults"]["ofed"] == {"source": "inbox"}
+
+
+def test_filters_by_host_and_status(instance, seeded_netbox):
+    only_two = json.loads(inventory(instance, RACKLIFT_NAMES="gpu-0002,gpu-0005").stdout)
+    assert sorted(only_two["_meta"]["hostvars"]) == ["gpu-0002", "gpu-0005"]
+    none_active = json.loads(inventory(instance, RACKLIFT_STATUSES="active").stdout)
+    assert none_active["_meta"]["hostvars"] == {}
+
+
+def test_incomplete_hosts_are_listed_with_their_problems(instance, seeded_netbox):
+    device = seeded_netbox.get_all("dcim/devices", {"name": "gpu-0004"})[0]
+    seeded_netbox.update("dcim/devices", [{"id": device["id"], "serial": ""}])
+    inv = json.loads(inventory(instance).stdout)
+    assert inv["racklift_incomplete"]["hosts"] == ["gpu-0004"]
+    assert inv["_meta"]["hostvars"]["gpu-0004"]["racklift_problems"] == [
+        "gpu-0004: serial: no serial number: set the chassis serial on the device in NetBox"]
+
+
+def test_failures_fail_the_inventory_not_empty_it(instance, seeded_netbox):
+    bad_token = run("ansible-inventory", "--list", NETBOX_URL=instance.url,
+                    NETBOX_TOKEN="1" * 40)
+    assert bad_token.returncode != 0
+    assert "refused the token" in bad_token.stderr
+    assert "1" * 40 not in bad_token.stderr + bad_token.stdout
+
+    unreachable = run("ansible-inventory", "--list", NETBOX_URL="http://127.0.0.1:9",
+                      NETBOX_TOKEN=instance.token)
+    assert unreachable.returncode != 0
+    assert "cannot reach NetBox at http://127.0.0.1:9" in unreachable.stderr
+
+    bad_filter = inventory(instance, RACKLIFT_SITES="atlantis")
+    assert bad_filter.returncode != 0
+    assert "site" in bad_filter.stderr and "atlantis" in bad_filter.stderr
+
+    bad_rack = inventory(instance, RACKLIFT_RACKS="R99")
+    assert bad_rack.returncode != 0
+    assert "no rack named R99" in bad_rack.stderr
+
+
+def test_cache_serves_the_second_read_until_flushed(instance, seeded_netbox, tmp_path):
+    env = {"ANSIBLE_INVENTORY_CACHE": "true",
+           "ANSIBLE_INVENTORY_CACHE_CONNECTION": str(tmp_path)}
+    first = json.loads(inventory(instance, **env).stdout)
+    assert list(tmp_path.iterdir()), "the inventory was not cached"
+    device = seeded_netbox.get_all("dcim/devices", {"name": "gpu-0001"})[0]
+    seeded_netbox.update("dcim/devices", [{"id": device["id"], "serial": "CHANGED"}])
+    cached = json.loads(inventory(instance, **env).stdout)
+    assert cached == first
+    fresh = run("ansible-inventory", "--list", "--flush-cache", NETBOX_URL=instance.url,
+                NETBOX_TOKEN=instance.token, **env)
+    assert json.loads(fresh.stdout)["_meta"]["hostvars"]["gpu-0001"]["racklift_expected"][
+        "serial"] == "CHANGED"

@@ -1,0 +1,67 @@
+"""Seed → read back the expected model from the real NetBox, field by field."""
+
+from racklift.lab import seed
+from racklift.netbox.reader import Selection, read_hosts
+
+
+def test_seeded_rack_reads_back_field_by_field(seeded_netbox, demo_plan):
+    hosts = read_hosts(seeded_netbox, Selection(racks=("R01",)))
+    assert [h.name for h in hosts] == [p.name for p in demo_plan.hosts]
+    for host, planned in zip(hosts, demo_plan.hosts, strict=True):
+        assert host.problems == ()
+        assert host.status == "planned"
+        assert (host.site, host.rack, host.position) == ("lab1", "R01", planned.position)
+        assert host.role == "gpu-server"
+        assert host.device_type.model == seed.DEVICE_TYPE["model"]
+        assert host.device_type.manufacturer == "Supermicro"
+        assert host.serial == planned.serial
+        assert host.asset_tag == planned.asset_tag
+        assert host.primary_ip == planned.primary_ip
+        assert host.primary_ip_interface == "eno1"
+        assert host.oob_ip == planned.oob_ip
+        assert host.oob_interface == "bmc"
+        assert host.address == planned.primary_ip.split("/")[0]
+        assert host.provisioning_mac == planned.macs["eno1"]
+        assert {i.name: i.mac for i in host.interfaces if i.mac} == planned.macs
+        assert [p.name for p in host.ib_ports] == list(seed.IB_PORTS)
+        assert {p.type for p in host.ib_ports} == {"infiniband-ndr"}
+        assert [i.name for i in host.interfaces if i.mgmt_only] == ["bmc"]
+        assert [g.name for g in host.gpus] == [f"GPU{n}" for n in range(8)]
+        assert {(g.manufacturer, g.part_id) for g in host.gpus} == {
+            ("NVIDIA", "NVIDIA H100 80GB HBM3")}
+        assert all(g.serial is None for g in host.gpus)  # not observed yet
+        assert host.config == seed.DESIRED_SOFTWARE
+        assert host.tags == ("racklift-lab",)
+
+
+def test_selection_filters(seeded_netbox):
+    assert [h.name for h in read_hosts(seeded_netbox, Selection(names=("gpu-0003",)))] == [
+        "gpu-0003"]
+    assert len(read_hosts(seeded_netbox, Selection(sites=("lab1",), statuses=("planned",)))) == 8
+    assert read_hosts(seeded_netbox, Selection(statuses=("active",))) == []
+
+
+def test_gpu_serials_recorded_in_netbox_are_expected(seeded_netbox):
+    item = seeded_netbox.get_all("dcim/inventory-items", {"device": "gpu-0002", "name": "GPU3"})[0]
+    seeded_netbox.update("dcim/inventory-items", [{"id": item["id"], "serial": "1654922000123"}])
+    host = read_hosts(seeded_netbox, Selection(names=("gpu-0002",)))[0]
+    assert {g.name: g.serial for g in host.gpus if g.serial} == {"GPU3": "1654922000123"}
+
+
+def test_seeding_again_changes_nothing(seeded_netbox, demo_plan):
+    report = seed.apply(seeded_netbox, demo_plan)
+    assert sum(report.created.values()) == 0
+    assert seeded_netbox.count("dcim/devices") == 8
+    assert seeded_netbox.count("dcim/mac-addresses") == 24
+    assert seeded_netbox.count("ipam/ip-addresses") == 16
+
+
+def test_interrupted_seed_is_finished_by_a_rerun(empty_netbox):
+    two_racks = seed.plan(racks=2)
+    first_rack_only = seed.SeedPlan(site=two_racks.site, racks=two_racks.racks[:1],
+                                    hosts=two_racks.hosts[:8])
+    seed.apply(empty_netbox, first_rack_only)
+    report = seed.apply(empty_netbox, two_racks)
+    assert report.created == {"racks": 1, "devices": 8, "mac addresses": 24, "ip addresses": 16}
+    hosts = read_hosts(empty_netbox, Selection())
+    assert len(hosts) == 16 and not any(h.problems for h in hosts)

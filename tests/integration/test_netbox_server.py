@@ -1,0 +1,41 @@
+"""The lab NetBox lifecycle, on the real server the tests use."""
+
+import time
+
+from racklift.lab import netbox_server
+
+
+def test_second_up_is_a_no_op(instance):
+    result = netbox_server.up(instance)
+    assert result.already_running
+    assert result.version.startswith("4.7")
+
+
+def test_reset_restores_an_empty_migrated_database(instance, empty_netbox):
+    empty_netbox.create("extras/tags", [{"name": "scratch", "slug": "scratch"}])
+    assert empty_netbox.count("extras/tags", {"slug": "scratch"}) == 1
+    seconds = netbox_server.reset(instance)
+    print(f"\n[netbox] reset in {seconds:.2f} s")
+    assert empty_netbox.count("extras/tags", {"slug": "scratch"}) == 0
+    # The lab admin token survives a reset: it is part of the migrated dump.
+    assert netbox_server.answers(instance)
+
+
+def test_snapshot_and_reset_to_it(instance, empty_netbox):
+    empty_netbox.create("extras/tags", [{"name": "kept", "slug": "kept"}])
+    netbox_server.snapshot(instance, "kept")
+    empty_netbox.create("extras/tags", [{"name": "dropped", "slug": "dropped"}])
+    netbox_server.reset(instance, "kept")
+    assert empty_netbox.count("extras/tags", {"slug": "kept"}) == 1
+    assert empty_netbox.count("extras/tags", {"slug": "dropped"}) == 0
+
+
+def test_down_then_up_keeps_the_data(instance, empty_netbox):
+    empty_netbox.create("extras/tags", [{"name": "survivor", "slug": "survivor"}])
+    assert netbox_server.down(instance)
+    assert netbox_server.answers(instance, timeout=0.5) is None
+    started = time.monotonic()
+    result = netbox_server.up(instance)
+    print(f"\n[netbox] cold start from the existing database in {time.monotonic() - started:.1f} s")
+    assert not result.already_running
+    assert empty_netbox.count("extras/tags", {"slug": "survivor"}) == 1

@@ -1,6 +1,5 @@
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO / "tests" / "fixtures"
-sys.path.insert(0, str(REPO / "tests"))
+# Let test modules import the shared helpers module.
+sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -12,7 +12,9 @@ from rich.table import Table
 
 from racklift.netbox.model import ExpectedHost
 
-console = Console(stderr=True)  # progress and tables; stdout stays clean for JSON
+# Progress and tables go to stderr, so stdout stays clean for JSON. Logs and CI get a width
+# that fits the tables instead of rich's 80-column default.
+console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 
 def print_json(data: Any) -> None:
@@ -26,7 +28,7 @@ def expected_table(hosts: Iterable[ExpectedHost], title: str) -> Table:
                    "prov. MAC", "GPUs", "IB ports", "driver", "problems"):
         table.add_column(column, overflow="fold")
     for h in hosts:
-        gpu_models = sorted({g.part_id for g in h.gpus})
+        gpu_models = sorted({g.part_id.removeprefix("NVIDIA ") for g in h.gpus})
         rates = sorted({p.type.removeprefix("infiniband-").upper() for p in h.ib_ports})
         driver = (h.config.get("nvidia_driver") or {}).get("version", "-")
         table.add_row(

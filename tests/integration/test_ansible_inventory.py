@@ -4,9 +4,8 @@ import json
 import os
 import subprocess
 
-from conftest import REPO
+from helpers import BIN, REPO
 
-BIN = REPO / ".venv" / "bin"
 
 
 def run(*args, **env_overrides):
@@ -17,15 +16,30 @@ def run(*args, **env_overrides):
 
 
 def inventory(instance, **env):
-    result = run("ansible-inventory", "--list", NETBOX_URL=instance.url,
-                 NETBOX_TOKEN=instance.token, **env)
-    return result
+    return run("ansible-inventory", "--list", NETBOX_URL=instance.url,
+               NETBOX_TOKEN=instance.token, **env)
+
+
+def unwrap(value):
+    """ansible-inventory marks every string from the plugin as unsafe (never templated):
+    {"__ansible_unsafe": "x"}. Compare the plain values."""
+    if isinstance(value, dict):
+        if set(value) == {"__ansible_unsafe"}:
+            return value["__ansible_unsafe"]
+        return {k: unwrap(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unwrap(v) for v in value]
+    return value
+
+
+def listed(instance, **env):
+    result = inventory(instance, **env)
+    assert result.returncode == 0, result.stderr
+    return unwrap(json.loads(result.stdout))
 
 
 def test_groups_and_host_vars(instance, seeded_netbox, demo_plan):
-    result = inventory(instance)
-    assert result.returncode == 0, result.stderr
-    inv = json.loads(result.stdout)
+    inv = listed(instance)
     names = [h.name for h in demo_plan.hosts]
     for group in ("site_lab1", "rack_r01", "role_gpu_server", "status_planned"):
         assert sorted(inv[group]["hosts"]) == names, group
@@ -44,16 +58,16 @@ def test_groups_and_host_vars(instance, seeded_netbox, demo_plan):
 
 
 def test_filters_by_host_and_status(instance, seeded_netbox):
-    only_two = json.loads(inventory(instance, RACKLIFT_NAMES="gpu-0002,gpu-0005").stdout)
+    only_two = listed(instance, RACKLIFT_NAMES="gpu-0002,gpu-0005")
     assert sorted(only_two["_meta"]["hostvars"]) == ["gpu-0002", "gpu-0005"]
-    none_active = json.loads(inventory(instance, RACKLIFT_STATUSES="active").stdout)
+    none_active = listed(instance, RACKLIFT_STATUSES="active")
     assert none_active["_meta"]["hostvars"] == {}
 
 
 def test_incomplete_hosts_are_listed_with_their_problems(instance, seeded_netbox):
     device = seeded_netbox.get_all("dcim/devices", {"name": "gpu-0004"})[0]
     seeded_netbox.update("dcim/devices", [{"id": device["id"], "serial": ""}])
-    inv = json.loads(inventory(instance).stdout)
+    inv = listed(instance)
     assert inv["racklift_incomplete"]["hosts"] == ["gpu-0004"]
     assert inv["_meta"]["hostvars"]["gpu-0004"]["racklift_problems"] == [
         "gpu-0004: serial: no serial number: set the chassis serial on the device in NetBox"]
@@ -83,13 +97,32 @@ def test_failures_fail_the_inventory_not_empty_it(instance, seeded_netbox):
 def test_cache_serves_the_second_read_until_flushed(instance, seeded_netbox, tmp_path):
     env = {"ANSIBLE_INVENTORY_CACHE": "true",
            "ANSIBLE_INVENTORY_CACHE_CONNECTION": str(tmp_path)}
-    first = json.loads(inventory(instance, **env).stdout)
+    first = listed(instance, **env)
     assert list(tmp_path.iterdir()), "the inventory was not cached"
     device = seeded_netbox.get_all("dcim/devices", {"name": "gpu-0001"})[0]
     seeded_netbox.update("dcim/devices", [{"id": device["id"], "serial": "CHANGED"}])
-    cached = json.loads(inventory(instance, **env).stdout)
+    cached = listed(instance, **env)
     assert cached == first
     fresh = run("ansible-inventory", "--list", "--flush-cache", NETBOX_URL=instance.url,
                 NETBOX_TOKEN=instance.token, **env)
-    assert json.loads(fresh.stdout)["_meta"]["hostvars"]["gpu-0001"]["racklift_expected"][
+    assert unwrap(json.loads(fresh.stdout))["_meta"]["hostvars"]["gpu-0001"]["racklift_expected"][
         "serial"] == "CHANGED"
+
+
+def test_netbox_text_is_never_templated(instance, seeded_netbox):
+    """A NetBox field is data, not a template: '{{ ... }}' in a serial must stay literal."""
+    device = seeded_netbox.get_all("dcim/devices", {"name": "gpu-0001"})[0]
+    seeded_netbox.update("dcim/devices", [{"id": device["id"], "serial": "{{ 6 * 7 }}"}])
+    result = run("ansible", "gpu-0001", "-m", "ansible.builtin.debug",
+                 "-a", "msg={{ racklift_expected.serial }}",
+                 NETBOX_URL=instance.url, NETBOX_TOKEN=instance.token)
+    assert result.returncode == 0, result.stderr
+    assert "msg: '{{ 6 * 7 }}'" in result.stdout
+    assert "42" not in result.stdout
+
+
+def test_ansible_reaches_hosts_by_group(instance, seeded_netbox):
+    result = run("ansible", "rack_r01", "--list-hosts",
+                 NETBOX_URL=instance.url, NETBOX_TOKEN=instance.token)
+    assert result.returncode == 0, result.stderr
+    assert "hosts (8):" in result.stdout

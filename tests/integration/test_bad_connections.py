@@ -1,18 +1,19 @@
 """Bad tokens, unreachable and too-old NetBoxes: one clear line each, exit non-zero."""
 
 import json
+import os
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from conftest import REPO
+from helpers import BIN, REPO
 from racklift.errors import NetBoxError
 from racklift.lab.services import port_open
 from racklift.netbox.client import NetBox, NetBoxSettings
 
-RACKLIFT = str(REPO / ".venv" / "bin" / "racklift")
+RACKLIFT = str(BIN / "racklift")
 
 
 def free_port() -> int:
@@ -23,8 +24,19 @@ def free_port() -> int:
 
 
 def test_wrong_token_is_refused_clearly(instance):
-    with pytest.raises(NetBoxError, match=r"refused the token \(HTTP 403: Invalid token\)"):
+    with pytest.raises(NetBoxError, match=r"refused the token \(HTTP 403: Invalid v1 token\)"):
         NetBox.connect(NetBoxSettings(instance.url, "f" * 40))
+
+
+def test_v2_tokens_work(instance, seeded_netbox):
+    """NetBox >= 4.5 issues v2 tokens ('nbt_<key>.<secret>', sent as Bearer) by default."""
+    admin = seeded_netbox.get_all("users/users", {"username": "admin"})[0]
+    created = seeded_netbox.create("users/tokens", [
+        {"user": admin["id"], "version": 2, "description": "v2 test", "write_enabled": False}])[0]
+    # The API shows the secret once, at creation; the full v2 token is nbt_<key>.<secret>.
+    token = f"nbt_{created['key']}.{created['token']}"
+    netbox = NetBox.connect(NetBoxSettings(instance.url, token))
+    assert netbox.count("dcim/devices") == 8
 
 
 def test_unreachable_netbox_is_reported(instance):
@@ -69,13 +81,12 @@ def _racklift(*args, env):
                           timeout=120)
 
 
-def test_cli_prints_one_line_and_exits_non_zero(instance, seeded_netbox, monkeypatch):
-    import os
+def test_cli_prints_one_line_and_exits_non_zero(instance, seeded_netbox):
     env = {**os.environ, "NETBOX_URL": instance.url, "NETBOX_TOKEN": "0" * 40}
     bad_token = _racklift("netbox.expected", "--rack", "R01", env=env)
     assert bad_token.returncode == 1
     assert bad_token.stderr.strip().splitlines() == [
-        f"error: NetBox at {instance.url} refused the token (HTTP 403: Invalid token) while "
+        f"error: NetBox at {instance.url} refused the token (HTTP 403: Invalid v1 token) while "
         "reading /api/status/: set NETBOX_TOKEN to a valid API token with the permissions "
         "racklift needs"]
     assert "0" * 40 not in bad_token.stderr + bad_token.stdout

@@ -1,7 +1,7 @@
 import pytest
 
 from racklift.errors import NetBoxError
-from racklift.netbox.client import NetBoxSettings, check_version, parse_version
+from racklift.netbox.client import NetBoxSettings, auth_header, check_version, parse_version
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -55,3 +55,9 @@ def test_settings_fall_back_to_default_only_when_nothing_is_set(monkeypatch):
     assert NetBoxSettings.from_env(default=default) is default
     with pytest.raises(NetBoxError, match="NETBOX_URL and NETBOX_TOKEN not set"):
         NetBoxSettings.from_env()
+
+
+def test_auth_header_tells_v1_from_v2_tokens():
+    assert auth_header("0123456789abcdef0123456789abcdef01234567") == (
+        "Token 0123456789abcdef0123456789abcdef01234567")
+    assert auth_header("nbt_AbCd1234.s3cr3tPlainText") == "Bearer nbt_AbCd1234.s3cr3tPlainText"

@@ -44,6 +44,13 @@ class NetBoxSettings:
                           "and NETBOX_TOKEN=<an API token with write permission>")
 
 
+def auth_header(token: str) -> str:
+    """v2 tokens (NetBox >= 4.5, 'nbt_<key>.<secret>') are Bearer tokens; v1 tokens are not."""
+    if token.startswith("nbt_") and "." in token:
+        return f"Bearer {token}"
+    return f"Token {token}"
+
+
 def parse_version(text: str) -> tuple[int, ...]:
     """'4.7.3' → (4, 7, 3); '4.2.0-Docker-3.2.0' → (4, 2, 0); 'v4.1' → (4, 1)."""
     numbers: list[int] = []
@@ -111,7 +118,7 @@ class NetBox:
         self.url = settings.url
         self.api = pynetbox.api(settings.url, token=settings.token)
         self.api.http_session.headers.update(
-            {"Authorization": f"Token {settings.token}", "Accept": "application/json"})
+            {"Authorization": auth_header(settings.token), "Accept": "application/json"})
         self.timeout = timeout
         self.version = ""
 

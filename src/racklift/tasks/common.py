@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 
 from invoke.exceptions import Exit
 
@@ -26,6 +27,7 @@ def lab_instance() -> NetBoxInstance:
     return NetBoxInstance.from_env("lab")
 
 
+@cache  # one process, one NetBox: decide (and say) it once
 def netbox_settings() -> NetBoxSettings:
     """NETBOX_URL / NETBOX_TOKEN; without them, the lab NetBox when it is running."""
     lab = lab_instance()

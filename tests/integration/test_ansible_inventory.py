@@ -7,7 +7,6 @@ import subprocess
 from helpers import BIN, REPO
 
 
-
 def run(*args, **env_overrides):
     env = {**os.environ, "ANSIBLE_INVENTORY_CACHE": "false",
            "PATH": f"{BIN}:{os.environ['PATH']}", **env_overrides}

@@ -54,7 +54,7 @@ class _OldNetBoxStatus(BaseHTTPRequestHandler):
     """Stand-in for a NetBox 4.1 status endpoint: running a real 4.1 needs its own 5-minute
     migration and Python; the version check is all that differs."""
 
-    def do_GET(self):  # noqa: N802 - http.server's naming
+    def do_GET(self):
         body = json.dumps({"netbox-version": "4.1.11", "python-version": "3.12.1"}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import secrets
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -362,3 +364,23 @@ def snapshot(instance: NetBoxInstance, name: str) -> float:
     pg.drop_database(target)
     pg.clone_database(instance.database, target)
     return time.monotonic() - started
+
+
+def run_in_netbox(instance: NetBoxInstance, script: Path, payload: dict) -> dict:
+    """Run `script` inside the instance's `netbox shell` (NetBox's own ORM) with `payload`;
+    return the JSON the script wrote. Lab only: it needs the instance's configuration."""
+    venv = ensure_netbox_installed()
+    with tempfile.TemporaryDirectory(prefix="racklift-") as tmp:
+        payload_file, result_file = Path(tmp) / "payload.json", Path(tmp) / "result.json"
+        payload_file.write_text(json.dumps(payload))
+        env = {**os.environ, "NETBOX_ROOT": str(instance.root),
+               "RACKLIFT_PAYLOAD": str(payload_file), "RACKLIFT_RESULT": str(result_file)}
+        env.pop("NETBOX_CONFIGURATION", None)
+        code = f"exec(compile(open({str(script)!r}).read(), {str(script)!r}, 'exec'))"
+        with instance.log_file.open("a") as log:
+            result = subprocess.run([str(venv / "bin" / "netbox"), "shell", "-c", code],
+                                    env=env, stdout=log, stderr=subprocess.STDOUT)
+        if result.returncode != 0 or not result_file.exists():
+            raise LabError(f"{script.name} failed inside NetBox (nothing was written: it runs "
+                           f"in one transaction); see {instance.log_file}")
+        return json.loads(result_file.read_text())

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import time
+from functools import partial
 
 from invoke import task
 
 from racklift.console import console, expected_table, print_json
+from racklift.errors import RackliftError
 from racklift.inventory import build_inventory
 from racklift.lab import netbox_server
 from racklift.lab import seed as seeding
@@ -83,13 +85,25 @@ def bootstrap(c):
 
 @task(help={"racks": "number of racks (8 hosts each)", "site": "site slug",
             "first_rack": "number of the first rack (R01 is 1)",
-            "hosts_per_rack": "hosts per rack"})
-def seed(c, racks=1, site="lab1", first_rack=1, hosts_per_rack=seeding.HOSTS_PER_RACK):
+            "hosts_per_rack": "hosts per rack",
+            "in_netbox": "load the hosts inside the lab NetBox's own shell, in one transaction "
+                         "(lab only; for thousands of hosts)"})
+def seed(c, racks=1, site="lab1", first_rack=1, hosts_per_rack=seeding.HOSTS_PER_RACK,
+         in_netbox=False):
     """Seed racks of 8-GPU servers, modelled the NetBox way (converges when re-run)."""
     plan = seeding.plan(int(racks), int(hosts_per_rack), site, int(first_rack))
     started = time.monotonic()
     with operator_errors():
-        report = seeding.apply(connect(), plan, progress=lambda m: console.print(f"  {m}"))
+        netbox = connect()
+        loader = None
+        if in_netbox:
+            instance = lab_instance()
+            if netbox.url != instance.url:
+                raise RackliftError(f"--in-netbox works on the lab NetBox ({instance.url}) "
+                                    f"only, not {netbox.url}")
+            loader = partial(netbox_server.run_in_netbox, instance, seeding.ORM_SCRIPT)
+        report = seeding.apply(netbox, plan, progress=lambda m: console.print(f"  {m}"),
+                               host_loader=loader)
     console.print(f"seeded {len(plan.hosts)} hosts in {len(plan.racks)} racks at {site} "
                   f"in {time.monotonic() - started:.1f} s "
                   f"({', '.join(f'{k}: {v}' for k, v in report.created.items())} created)")

@@ -28,6 +28,7 @@ def host_groups(host: ExpectedHost) -> list[str]:
     for kind, value in (("rack", host.rack), ("role", host.role), ("platform", host.platform)):
         if value:
             groups.append(group_name(kind, value))
+    groups.extend(group_name("tag", tag) for tag in host.tags)
     if host.problems:
         groups.append(INCOMPLETE_GROUP)
     return groups

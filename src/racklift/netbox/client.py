@@ -115,6 +115,7 @@ class NetBox:
     """A checked connection to one NetBox."""
 
     def __init__(self, settings: NetBoxSettings, timeout: float = 300.0) -> None:
+        self.settings = settings
         self.url = settings.url
         self.api = pynetbox.api(settings.url, token=settings.token)
         self.api.http_session.headers.update(

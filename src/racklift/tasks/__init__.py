@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from invoke import Collection, task
 
-from racklift.tasks import netbox
+from racklift.tasks import lab, netbox
 from racklift.tasks.netbox import bootstrap, expected, seed, up
 
 
@@ -19,3 +19,4 @@ def demo(c):
 
 namespace = Collection(demo)
 namespace.add_collection(Collection.from_module(netbox), name="netbox")
+namespace.add_collection(Collection.from_module(lab), name="lab")

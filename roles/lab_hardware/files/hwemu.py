@@ -1,0 +1,1 @@
+../../../src/racklift/lab/hwemu.py

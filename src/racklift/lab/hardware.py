@@ -1,0 +1,99 @@
+"""Emulated hardware of the lab hosts (lab only): each host's profile is kept on the controller
+and pushed to the host by the `lab_hardware` role; faults are injected into the profile (or,
+for a swapped MAC, into the container's NIC) and healed by regenerating it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from racklift.errors import LabError
+from racklift.lab import hwemu, podman, seed
+from racklift.lab.hosts import LAB, LabNet, observed_identity, profiles_dir
+from racklift.netbox.client import NetBoxSettings
+from racklift.paths import REPO_ROOT
+
+PLAYBOOK = REPO_ROOT / "playbooks" / "lab_hardware.yml"
+
+
+def profile_path(name: str, net: LabNet = LAB) -> Path:
+    return profiles_dir(net) / f"{name}.json"
+
+
+def load(name: str, net: LabNet = LAB) -> hwemu.Profile:
+    path = profile_path(name, net)
+    if not path.exists():
+        raise LabError(f"{name} is not a lab host (no profile at {path}): lab.up creates them")
+    return hwemu.Profile.from_dict(json.loads(path.read_text()))
+
+
+def save(profile: hwemu.Profile, net: LabNet = LAB) -> None:
+    path = profile_path(profile.hostname, net)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(profile.to_dict(), indent=2) + "\n")
+
+
+def ensure_profiles(hosts: Iterable[seed.HostPlan], net: LabNet = LAB) -> list[str]:
+    """A healthy profile for each host that has none yet; returns the hosts given one."""
+    new = []
+    for number, host in enumerate(hosts, start=1):
+        if not profile_path(host.name, net).exists():
+            save(hwemu.generate_profile(host.name, host.serial, seed=number), net)
+            new.append(host.name)
+    return new
+
+
+def push(names: Iterable[str], settings: NetBoxSettings, net: LabNet = LAB) -> None:
+    """Apply the lab_hardware role with each host's stored profile."""
+    names = sorted(names)
+    if not names:
+        return
+    env = {**os.environ, "NETBOX_URL": settings.url, "NETBOX_TOKEN": settings.token,
+           "ANSIBLE_CONFIG": str(REPO_ROOT / "ansible.cfg"),
+           "ANSIBLE_INVENTORY_CACHE": "false", "RACKLIFT_NAMES": ",".join(names),
+           "RACKLIFT_LAB_PROFILES": str(profiles_dir(net))}
+    bindir = Path(sys.executable).parent
+    result = subprocess.run(
+        [str(bindir / "ansible-playbook"), str(PLAYBOOK), "--limit", ",".join(names)],
+        env=env, cwd=REPO_ROOT, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise LabError(f"applying lab_hardware to {', '.join(names)} failed:\n"
+                       f"{result.stdout[-3000:]}{result.stderr[-1000:]}")
+
+
+def _set_mac(name: str, mac: str, net: LabNet) -> None:
+    podman.podman("exec", name, "ip", "link", "set", "dev", seed.PROVISIONING, "address",
+                  mac.lower())
+    # The controller is the lab's bridge host: drop its ARP entry for the old MAC now rather
+    # than wait ~30 s for it to go stale.
+    address = observed_identity(name, net)[1].split("/")[0]
+    subprocess.run(["ip", "neigh", "flush", "to", address], check=False, capture_output=True)
+
+
+def inject(name: str, kinds: Iterable[str], macs: Mapping[str, str],
+           settings: NetBoxSettings, net: LabNet = LAB) -> hwemu.Profile:
+    """Inject faults into one lab host. `macs` are the host's MACs by interface (NetBox's)."""
+    profile = load(name, net)
+    for kind in kinds:
+        profile = hwemu.inject(profile, kind)
+        if kind == "mac-swapped":
+            # As if the provisioning and in-band cables were swapped.
+            _set_mac(name, macs[seed.INBAND], net)
+    save(profile, net)
+    push([name], settings, net)
+    return profile
+
+
+def heal(name: str, macs: Mapping[str, str], settings: NetBoxSettings,
+         net: LabNet = LAB) -> hwemu.Profile:
+    profile = load(name, net)
+    if profile.mac_swapped:
+        _set_mac(name, macs[seed.PROVISIONING], net)
+    healed = hwemu.heal(profile)
+    save(healed, net)
+    push([name], settings, net)
+    return healed

@@ -1,0 +1,204 @@
+"""The lab rack: podman containers running systemd and sshd, reached over SSH as real servers
+are, each registered in the lab NetBox with the MAC and IP it really has.
+
+Lab only. Every container carries the label `racklift.lab`; `down()` removes exactly those,
+the lab network, and the NetBox devices of those hosts.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import shutil
+import socket
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from racklift.errors import LabError
+from racklift.lab import podman, seed
+from racklift.netbox.client import NetBox
+from racklift.paths import state_dir
+
+FIRST_HOST = 11  # .11 is the first lab host; .1 is the controller (the bridge's gateway)
+LABEL = "racklift.lab"
+MAC_BASE = 0x4000  # lab MACs from racklift's prefix, clear of the seed generator's
+
+
+@dataclass(frozen=True)
+class LabNet:
+    """One lab: its podman network and address ranges. The tests run their own, so they never
+    touch the developer's lab."""
+
+    name: str
+    subnet: ipaddress.IPv4Network
+    oob: ipaddress.IPv4Network  # container hosts have no BMC: placeholder OOB addresses
+    mac_base: int = MAC_BASE
+
+    @property
+    def capacity(self) -> int:
+        return self.subnet.num_addresses - FIRST_HOST - 1
+
+
+LAB = LabNet("racklift-lab", ipaddress.ip_network("10.89.0.0/24"),
+             ipaddress.ip_network("10.33.0.0/24"))
+
+
+def lab_dir() -> Path:
+    return state_dir() / "lab"
+
+
+def profiles_dir(net: LabNet) -> Path:
+    return lab_dir() / net.name / "hosts"
+
+
+def ssh_key() -> Path:
+    """The controller's lab SSH key (made once)."""
+    key = lab_dir() / "ssh" / "id_ed25519"
+    if not key.exists():
+        key.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "racklift-lab",
+                        "-f", str(key)], check=True)
+    return key
+
+
+def host_name(rack: str, slot: int) -> str:
+    return f"lab-{rack.lower()}-{slot:02d}"
+
+
+def plan(count: int, rack: str = "L01", site: str = "lab1", net: LabNet = LAB) -> seed.SeedPlan:
+    """`count` lab hosts in `rack`: fixed names, MACs and IPs, so re-running converges."""
+    if not 0 < count <= net.capacity:
+        raise LabError(f"the lab network {net.subnet} holds 1 to {net.capacity} hosts, "
+                       f"not {count}")
+    hosts = []
+    for slot in range(count):
+        index = net.mac_base + slot
+        hosts.append(seed.HostPlan(
+            name=host_name(rack, slot + 1), rack=rack, position=1 + (slot % 8) * seed.SERVER_U,
+            serial=f"LAB{slot + 1:07d}", asset_tag=f"{site}-lab-{slot + 1:04d}",
+            macs={seed.BMC: seed.mac_for(index, 0), seed.PROVISIONING: seed.mac_for(index, 1),
+                  seed.INBAND: seed.mac_for(index, 2)},
+            primary_ip=f"{net.subnet.network_address + FIRST_HOST + slot}/{net.subnet.prefixlen}",
+            oob_ip=f"{net.oob.network_address + FIRST_HOST + slot}/{net.oob.prefixlen}",
+        ))
+    return seed.SeedPlan(site=site, racks=(rack,), hosts=tuple(hosts))
+
+
+# ---------------------------------------------------------------------------------------------
+# podman side
+
+
+def _network_exists(net: LabNet) -> bool:
+    return podman.succeeds("network", "exists", net.name)
+
+
+def _ensure_network(net: LabNet) -> None:
+    if not _network_exists(net):
+        podman.podman("network", "create", "--subnet", str(net.subnet),
+                      "--gateway", str(net.subnet.network_address + 1),
+                      "--label", f"{LABEL}={net.name}", net.name)
+
+
+def containers(net: LabNet = LAB) -> dict[str, dict]:
+    """The lab's containers by name, with their state and rack."""
+    out = podman.podman("ps", "-a", "--filter", f"label={LABEL}={net.name}", "--format", "json")
+    return {c["Names"][0]: c for c in json.loads(out or "[]")}
+
+
+def _run_container(image: str, host: seed.HostPlan, key: Path, net: LabNet) -> None:
+    ip = host.primary_ip.split("/")[0]
+    mac = host.macs[seed.PROVISIONING].lower()
+    podman.podman(
+        "run", "-d", "--name", host.name, "--hostname", host.name,
+        "--systemd=always", "--label", f"{LABEL}={net.name}",
+        "--label", f"racklift.rack={host.rack}",
+        "--network", f"{net.name}:ip={ip},mac={mac},interface_name={seed.PROVISIONING}",
+        # NET_ADMIN: fault injection changes the NIC's MAC, as a swapped cable would.
+        "--cap-add", "NET_ADMIN",
+        "--mount", f"type=bind,src={key}.pub,dst=/root/.ssh/authorized_keys,ro=true",
+        "--memory", "256m", image)
+
+
+def observed_identity(name: str, net: LabNet = LAB) -> tuple[str, str]:
+    """(MAC, IP/prefix) of the container's provisioning NIC, as podman reports them."""
+    info = json.loads(podman.podman("inspect", name, "--format", "json"))[0]
+    nic = info["NetworkSettings"]["Networks"][net.name]
+    return nic["MacAddress"].upper(), f"{nic['IPAddress']}/{nic['IPPrefixLen']}"
+
+
+def _wait_for_ssh(address: str, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((address, 22), timeout=1) as sock:
+                if sock.recv(16).startswith(b"SSH-"):
+                    return
+        except OSError:
+            pass
+        time.sleep(0.3)
+    raise LabError(f"lab host at {address} did not answer on SSH in time: see "
+                   "`podman logs` for its container")
+
+
+@dataclass(frozen=True)
+class UpResult:
+    hosts: tuple[seed.HostPlan, ...]
+    created: int
+    seconds: float
+
+
+def up(netbox: NetBox, count: int, rack: str = "L01", site: str = "lab1",
+       net: LabNet = LAB) -> UpResult:
+    started = time.monotonic()
+    wanted = plan(count, rack, site, net)
+    image = podman.host_image()
+    key = ssh_key()
+    _ensure_network(net)
+    existing = containers(net)
+    created = 0
+    for host in wanted.hosts:
+        state = existing.get(host.name)
+        if state is None:
+            _run_container(image, host, key, net)
+            created += 1
+        elif state["State"] != "running":
+            podman.podman("start", host.name)
+    deadline = time.monotonic() + 120 + 5 * count
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda h: _wait_for_ssh(h.primary_ip.split("/")[0], deadline),
+                      wanted.hosts))
+    # Register what the containers really have; it equals the plan unless podman disagreed.
+    hosts = []
+    for host in wanted.hosts:
+        mac, ip = observed_identity(host.name, net)
+        hosts.append(replace(host, primary_ip=ip, macs={**host.macs, seed.PROVISIONING: mac}))
+    registered = replace(wanted, hosts=tuple(hosts))
+    seed.apply(netbox, registered)
+    return UpResult(registered.hosts, created, time.monotonic() - started)
+
+
+@dataclass(frozen=True)
+class DownResult:
+    containers: int
+    devices: int
+
+
+def down(netbox: NetBox | None, net: LabNet = LAB) -> DownResult:
+    names = sorted(containers(net))
+    for name in names:
+        podman.podman("rm", "-f", "-t", "2", name)
+    if _network_exists(net):
+        podman.podman("network", "rm", "-f", net.name)
+    deleted = 0
+    if netbox is not None:
+        # Only the lab's own hosts: the names it gave its containers, tagged by the lab.
+        recorded = {p.stem for p in profiles_dir(net).glob("*.json")}
+        devices = netbox.get_all("dcim/devices", {"tag": "racklift-lab",
+                                                  "name": sorted(set(names) | recorded)},
+                                 fields=("id", "name")) if (names or recorded) else []
+        netbox.delete("dcim/devices", [d["id"] for d in devices])
+        deleted = len(devices)
+    shutil.rmtree(profiles_dir(net), ignore_errors=True)
+    return DownResult(len(names), deleted)

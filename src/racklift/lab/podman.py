@@ -1,0 +1,101 @@
+"""podman for the lab and Molecule: racklift's own containers.conf, and the lab host image
+built locally (no registry is reachable): debootstrap → podman import → podman build.
+
+Images are tagged with a hash of their recipe, so they are rebuilt only when it changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from racklift.errors import LabError
+from racklift.paths import cache_dir
+
+HERE = Path(__file__).resolve().parent
+CONTAINERS_CONF = HERE / "containers.conf"
+CONTAINERFILE = HERE / "image" / "Containerfile"
+
+DEBIAN_SUITE = "bookworm"
+DEBIAN_MIRROR = os.environ.get("RACKLIFT_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+BASE_REPO = "localhost/racklift-debian12-base"
+HOST_REPO = "localhost/racklift-lab-host"
+
+
+def env() -> dict[str, str]:
+    """The environment every podman (and Molecule) call of racklift runs with."""
+    return {**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF)}
+
+
+def podman(*args: str, check: bool = True, stdin: bytes | None = None,
+           timeout: float | None = 300) -> str:
+    if not shutil.which("podman"):
+        raise LabError("podman not found: install the Debian packages podman, runc, netavark "
+                       "(scripts/bootstrap does it)")
+    result = subprocess.run(["podman", *args], env=env(), input=stdin, capture_output=True,
+                            timeout=timeout)
+    if check and result.returncode != 0:
+        raise LabError(f"podman {' '.join(args[:3])}: "
+                       f"{result.stderr.decode(errors='replace').strip()[-800:]}")
+    return result.stdout.decode(errors="replace")
+
+
+def succeeds(*args: str) -> bool:
+    """Whether a podman query (`image exists`, `network exists`, ...) answers yes."""
+    return subprocess.run(["podman", *args], env=env(), capture_output=True).returncode == 0
+
+
+def image_exists(ref: str) -> bool:
+    return succeeds("image", "exists", ref)
+
+
+def _key(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:12]
+
+
+def _say(message: str) -> None:
+    print(f"[image] {message}", file=sys.stderr, flush=True)
+
+
+def base_image() -> str:
+    """Debian 12 minbase from debootstrap, imported into podman (~40 s, once per recipe)."""
+    ref = f"{BASE_REPO}:{_key(DEBIAN_SUITE, 'minbase', DEBIAN_MIRROR)}"
+    if image_exists(ref):
+        return ref
+    if not shutil.which("debootstrap"):
+        raise LabError("debootstrap not found: install the Debian package debootstrap")
+    started = time.monotonic()
+    work = cache_dir() / "images"
+    work.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=work) as tmp:
+        rootfs = Path(tmp) / "rootfs"
+        result = subprocess.run(
+            ["debootstrap", "--variant=minbase", DEBIAN_SUITE, str(rootfs), DEBIAN_MIRROR],
+            capture_output=True, text=True)
+        if result.returncode != 0:
+            raise LabError(f"debootstrap {DEBIAN_SUITE} from {DEBIAN_MIRROR} failed: "
+                           f"{result.stdout[-600:]}{result.stderr[-600:]}")
+        tar = subprocess.run(["tar", "-C", str(rootfs), "-c", "."], capture_output=True,
+                             check=True)
+        podman("import", "-", ref, stdin=tar.stdout)
+    _say(f"built {ref} in {time.monotonic() - started:.0f} s")
+    return ref
+
+
+def host_image() -> str:
+    """The lab host image: systemd, sshd, python3, sudo on the base image."""
+    base = base_image()
+    ref = f"{HOST_REPO}:{_key(base, CONTAINERFILE.read_text())}"
+    if image_exists(ref):
+        return ref
+    started = time.monotonic()
+    podman("build", "--build-arg", f"BASE={base}", "-t", ref, "-f", str(CONTAINERFILE),
+           str(CONTAINERFILE.parent), timeout=900)
+    _say(f"built {ref} in {time.monotonic() - started:.0f} s")
+    return ref

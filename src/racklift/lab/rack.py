@@ -1,0 +1,54 @@
+"""The lab rack as one thing: containers, their NetBox records and their emulated hardware."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass
+
+from racklift.lab import hardware, hosts, podman, seed
+from racklift.netbox.client import NetBox
+
+
+@dataclass(frozen=True)
+class RackUp:
+    hosts: tuple[seed.HostPlan, ...]
+    created: int
+    seconds: float
+    memory_mib: float
+
+
+_UNITS = {"B": 1, "kB": 1e3, "KB": 1e3, "MB": 1e6, "GB": 1e9, "KiB": 2**10, "MiB": 2**20,
+          "GiB": 2**30}
+
+
+def parse_size(text: str) -> float:
+    """podman's '15.77MB' → bytes."""
+    match = re.fullmatch(r"([\d.]+)\s*([kKMG]i?B|B)", text.strip())
+    if not match:
+        raise ValueError(f"not a size: {text!r}")
+    return float(match[1]) * _UNITS[match[2]]
+
+
+def containers_memory_mib(net: hosts.LabNet = hosts.LAB) -> float:
+    """What the lab's containers use together, as podman's stats account it."""
+    names = set(hosts.containers(net))
+    out = podman.podman("stats", "--no-stream", "--format", "json", check=False)
+    used = sum(parse_size(row["mem_usage"].split("/")[0].strip())
+               for row in json.loads(out or "[]") if row["name"] in names)
+    return used / 2**20
+
+
+def up(netbox: NetBox, count: int, rack: str = "L01", site: str = "lab1",
+       net: hosts.LabNet = hosts.LAB) -> RackUp:
+    started = time.monotonic()
+    result = hosts.up(netbox, count, rack, site, net)
+    hardware.ensure_profiles(result.hosts, net)
+    hardware.push([h.name for h in result.hosts], netbox.settings, net)
+    return RackUp(result.hosts, result.created, time.monotonic() - started,
+                  containers_memory_mib(net))
+
+
+def down(netbox: NetBox | None, net: hosts.LabNet = hosts.LAB) -> hosts.DownResult:
+    return hosts.down(netbox, net)

@@ -1,0 +1,155 @@
+"""The lab rack on real podman containers (systemd + sshd), registered in the real test
+NetBox, reached by Ansible through racklift's inventory, with emulated hardware and faults."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import subprocess
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from helpers import BIN, REPO
+from racklift.lab import hardware, hosts, netbox_server, podman, seed
+from racklift.lab import rack as lab_rack
+from racklift.netbox.client import NetBox
+from racklift.netbox.reader import Selection, read_hosts
+
+# The tests' own lab: its own podman network and addresses, never the developer's lab.
+TEST_NET = hosts.LabNet("racklift-test", ipaddress.ip_network("10.89.1.0/24"),
+                        ipaddress.ip_network("10.33.1.0/24"), mac_base=0x5000)
+RACK = "T01"
+
+
+def ssh(host: seed.HostPlan, command: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["ssh", "-i", str(hosts.ssh_key()), "-o", "StrictHostKeyChecking=no",
+         "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "BatchMode=yes",
+         f"root@{host.primary_ip.split('/')[0]}", command],
+        capture_output=True, text=True, timeout=60)
+
+
+def out(host: seed.HostPlan, command: str) -> str:
+    result = ssh(host, command)
+    assert result.returncode == 0, f"{command}: {result.stderr}"
+    return result.stdout
+
+
+def ansible(instance, *args):
+    env = {**os.environ, "NETBOX_URL": instance.url, "NETBOX_TOKEN": instance.token,
+           "ANSIBLE_INVENTORY_CACHE": "false", "PATH": f"{BIN}:{os.environ['PATH']}"}
+    return subprocess.run([str(BIN / "ansible"), *args], capture_output=True, text=True,
+                          env=env, cwd=REPO, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def netbox(instance, settings) -> NetBox:
+    netbox_server.reset(instance)
+    return NetBox.connect(settings)
+
+
+@pytest.fixture(scope="module")
+def lab(netbox):
+    lab_rack.down(netbox, TEST_NET)  # leftovers of an interrupted run
+    result = lab_rack.up(netbox, 4, RACK, net=TEST_NET)
+    print(f"\n[lab] 4 hosts up in {result.seconds:.1f} s, containers {result.memory_mib:.0f} MiB")
+    yield result
+    lab_rack.down(netbox, TEST_NET)
+
+
+def test_hosts_are_registered_with_what_they_really_have(netbox, lab):
+    expected = {h.name: h for h in read_hosts(netbox, Selection(racks=(RACK,)))}
+    assert sorted(expected) == [f"lab-t01-0{n}" for n in range(1, 5)]
+    for host in lab.hosts:
+        record = expected[host.name]
+        assert record.problems == ()
+        link = json.loads(out(host, "ip -j link show eno1"))[0]
+        addr = json.loads(out(host, "ip -j addr show eno1"))[0]["addr_info"][0]
+        assert record.provisioning_mac == link["address"].upper()
+        assert record.primary_ip == f"{addr['local']}/{addr['prefixlen']}"
+        assert record.primary_ip_interface == "eno1"
+        profile = hardware.load(host.name, TEST_NET)
+        assert record.serial == profile.system.serial == host.serial
+        assert out(host, "dmidecode -s system-serial-number").strip() == record.serial
+        assert out(host, "hostname").strip() == host.name
+        assert out(host, "systemctl is-system-running").strip() == "running"
+
+
+def test_ansible_reaches_every_host_through_the_netbox_inventory(instance, lab):
+    ping = ansible(instance, "rack_t01", "-m", "ansible.builtin.ping", "-o")
+    assert ping.returncode == 0, ping.stdout + ping.stderr
+    assert ping.stdout.count("SUCCESS") == 4
+    facts = ansible(instance, "rack_t01", "-m", "ansible.builtin.setup",
+                    "-a", "filter=ansible_default_ipv4,ansible_hostname")
+    assert facts.returncode == 0, facts.stdout + facts.stderr
+    for host in lab.hosts:
+        assert f"address: {host.primary_ip.split('/')[0]}" in facts.stdout
+        assert f"ansible_hostname: {host.name}" in facts.stdout
+
+
+def test_every_fault_shows_in_the_real_formats_and_heals(instance, settings, netbox, lab):
+    victim, bystander = lab.hosts[0], lab.hosts[1]
+    record = read_hosts(netbox, Selection(names=(victim.name,)))[0]
+    macs = {i.name: i.mac for i in record.interfaces if i.mac}
+    kinds = sorted(hardware.hwemu.FAULTS)
+    hardware.inject(victim.name, kinds, macs, settings, TEST_NET)
+
+    log = ET.fromstring(out(victim, "nvidia-smi -q -x"))
+    gpus = log.findall("gpu")
+    assert log.findtext("attached_gpus") == "7" and len(gpus) == 7  # gpu-missing
+    assert log.findtext("driver_version") == "535.183.01"  # driver-version-wrong
+    healthy = hardware.hwemu.generate_profile(victim.name, victim.serial, seed=1)
+    assert gpus[3].findtext("serial") != healthy.gpus[3].serial  # gpu-serial-changed
+    dram = gpus[2].find("ecc_errors/volatile")
+    assert dram is not None and any(
+        e.text not in ("0", "N/A") for e in dram.iter() if "uncorrect" in e.tag)  # ecc
+    assert gpus[1].findtext("pci/pci_gpu_link_info/link_widths/current_link_width") == "8x"
+    ibstat = out(victim, "ibstat")
+    mlx5_3 = ibstat.split("CA 'mlx5_3'")[1].split("CA '")[0]
+    assert "State: Down" in mlx5_3  # ib-port-down
+    mlx5_5 = ibstat.split("CA 'mlx5_5'")[1].split("CA '")[0]
+    assert "Rate: 200" in mlx5_5  # ib-rate-wrong
+    assert "Xid" in out(victim, "dmesg") and ": 79, " in out(victim, "dmesg")  # xid-79
+    assert out(victim, "dmidecode -s system-serial-number").strip() != victim.serial
+    sysfs = "/var/lib/racklift-lab/sys/class/infiniband"
+    assert out(victim, f"cat {sysfs}/mlx5_3/ports/1/state").strip() == "1: DOWN"
+    link = json.loads(out(victim, "ip -j link show eno1"))[0]
+    assert link["address"].upper() == macs["eno2"]  # mac-swapped
+
+    # The other hosts are untouched.
+    assert ET.fromstring(out(bystander, "nvidia-smi -q -x")).findtext("attached_gpus") == "8"
+
+    hardware.heal(victim.name, macs, settings, TEST_NET)
+    log = ET.fromstring(out(victim, "nvidia-smi -q -x"))
+    assert log.findtext("attached_gpus") == "8"
+    assert log.findtext("driver_version") == "550.127.08"
+    assert "State: Down" not in out(victim, "ibstat")
+    assert "Xid" not in out(victim, "dmesg")
+    assert out(victim, "dmidecode -s system-serial-number").strip() == victim.serial
+    assert json.loads(out(victim, "ip -j link show eno1"))[0]["address"].upper() == macs["eno1"]
+
+
+def test_up_again_converges(netbox, lab):
+    devices = netbox.count("dcim/devices")
+    again = lab_rack.up(netbox, 4, RACK, net=TEST_NET)
+    assert again.created == 0
+    assert [h.name for h in again.hosts] == [h.name for h in lab.hosts]
+    assert netbox.count("dcim/devices") == devices
+
+
+def test_down_removes_the_lab_and_nothing_else(netbox, lab):
+    # Someone else's device at the same site, and the developer's lab if one runs, must stay.
+    other = netbox.create("dcim/devices", [{
+        "name": "not-a-lab-host", "device_type": {"slug": seed.DEVICE_TYPE["slug"]},
+        "role": {"slug": "gpu-server"}, "site": {"slug": "lab1"}, "status": "active"}])[0]
+    others_containers = set(hosts.containers(hosts.LAB))
+    result = lab_rack.down(netbox, TEST_NET)
+    assert (result.containers, result.devices) == (4, 4)
+    assert hosts.containers(TEST_NET) == {}
+    assert not podman.succeeds("network", "exists", TEST_NET.name)
+    assert read_hosts(netbox, Selection(racks=(RACK,))) == []
+    assert netbox.count("ipam/ip-addresses", {"parent": str(TEST_NET.subnet)}) == 0
+    assert netbox.count("dcim/devices", {"id": other["id"]}) == 1
+    assert set(hosts.containers(hosts.LAB)) == others_containers

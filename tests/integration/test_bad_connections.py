@@ -99,3 +99,17 @@ def test_cli_prints_one_line_and_exits_non_zero(instance, seeded_netbox):
     ok = _racklift("netbox.expected", "--rack", "R01", "--json", env=env)
     assert ok.returncode == 0, ok.stderr
     assert [h["name"] for h in json.loads(ok.stdout)] == [f"gpu-{n:04d}" for n in range(1, 9)]
+
+
+def test_refused_bulk_write_names_the_object_and_field(seeded_netbox):
+    with pytest.raises(NetBoxError) as error:
+        seeded_netbox.create("dcim/devices", [
+            {"name": "fresh-1", "device_type": {"slug": "supermicro-sys-421ge-tnhr2-lcc"},
+             "role": {"slug": "gpu-server"}, "site": {"slug": "lab1"}},
+            {"name": "fresh-2", "device_type": {"slug": "supermicro-sys-421ge-tnhr2-lcc"},
+             "role": {"slug": "gpu-server"}, "site": {"slug": "lab1"},
+             "asset_tag": "lab1-000001"}])
+    assert "name=fresh-2: asset_tag: device with this asset tag already exists." in str(
+        error.value)
+    # One request, one transaction: the valid object was not created either.
+    assert seeded_netbox.count("dcim/devices", {"name": ["fresh-1", "fresh-2"]}) == 0

@@ -5,19 +5,15 @@ for a swapped MAC, into the container's NIC) and healed by regenerating it."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from racklift.ansible import run_playbook
 from racklift.errors import LabError
 from racklift.lab import hwemu, podman, seed
 from racklift.lab.hosts import LAB, LabNet, observed_identity, profiles_dir
 from racklift.netbox.client import NetBoxSettings
-from racklift.paths import REPO_ROOT
-
-PLAYBOOK = REPO_ROOT / "playbooks" / "lab_hardware.yml"
 
 
 def profile_path(name: str, net: LabNet = LAB) -> Path:
@@ -49,20 +45,11 @@ def ensure_profiles(hosts: Iterable[seed.HostPlan], net: LabNet = LAB) -> list[s
 
 def push(names: Iterable[str], settings: NetBoxSettings, net: LabNet = LAB) -> None:
     """Apply the lab_hardware role with each host's stored profile."""
-    names = sorted(names)
-    if not names:
-        return
-    env = {**os.environ, "NETBOX_URL": settings.url, "NETBOX_TOKEN": settings.token,
-           "ANSIBLE_CONFIG": str(REPO_ROOT / "ansible.cfg"),
-           "ANSIBLE_INVENTORY_CACHE": "false", "RACKLIFT_NAMES": ",".join(names),
-           "RACKLIFT_LAB_PROFILES": str(profiles_dir(net))}
-    bindir = Path(sys.executable).parent
-    result = subprocess.run(
-        [str(bindir / "ansible-playbook"), str(PLAYBOOK), "--limit", ",".join(names)],
-        env=env, cwd=REPO_ROOT, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise LabError(f"applying lab_hardware to {', '.join(names)} failed:\n"
-                       f"{result.stdout[-3000:]}{result.stderr[-1000:]}")
+    result = run_playbook("lab_hardware.yml", names, settings,
+                          {"RACKLIFT_LAB_PROFILES": str(profiles_dir(net))})
+    if result.rc != 0 or result.failed:
+        details = "; ".join(f"{h}: {why}" for h, why in sorted(result.failed.items()))
+        raise LabError(f"applying lab_hardware failed (exit {result.rc}): {details}")
 
 
 def _set_mac(name: str, mac: str, net: LabNet) -> None:

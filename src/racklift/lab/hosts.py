@@ -19,9 +19,19 @@ from pathlib import Path
 
 from racklift.errors import LabError
 from racklift.lab import podman, seed
+from racklift.netbox.bootstrap import TAG_LAB, TAG_LAB_HOST
 from racklift.netbox.client import NetBox
 from racklift.paths import state_dir
 
+# What lab hosts run, over the GPU servers' config context (NetBox merges contexts key by
+# key, so None switches a setting off): the emulated driver; no OFED, container toolkit or
+# registry mirror yet, since the roles that install them are not applied to lab hosts.
+LAB_SOFTWARE = {
+    "os_image": "racklift-lab-debian12",
+    "ofed": {"source": "inbox", "version": None},
+    "container_toolkit": {"version": None},
+    "registry_mirror": {"url": None},
+}
 FIRST_HOST = 11  # .11 is the first lab host; .1 is the controller (the bridge's gateway)
 LABEL = "racklift.lab"
 MAC_BASE = 0x4000  # lab MACs from racklift's prefix, clear of the seed generator's
@@ -77,18 +87,42 @@ def plan(count: int, rack: str = "L01", site: str = "lab1", net: LabNet = LAB) -
     for slot in range(count):
         index = net.mac_base + slot
         hosts.append(seed.HostPlan(
-            name=host_name(rack, slot + 1), rack=rack, position=1 + (slot % 8) * seed.SERVER_U,
-            serial=f"LAB{slot + 1:07d}", asset_tag=f"{site}-lab-{slot + 1:04d}",
+            name=host_name(rack, slot + 1), rack=rack,
+            # A rack holds 8 servers; further lab hosts are in the rack without a position.
+            position=1 + slot * seed.SERVER_U if slot < seed.HOSTS_PER_RACK else None,
+            serial=f"LAB{rack}{slot + 1:04d}", asset_tag=f"{site}-{rack}-{slot + 1:02d}",
             macs={seed.BMC: seed.mac_for(index, 0), seed.PROVISIONING: seed.mac_for(index, 1),
                   seed.INBAND: seed.mac_for(index, 2)},
             primary_ip=f"{net.subnet.network_address + FIRST_HOST + slot}/{net.subnet.prefixlen}",
             oob_ip=f"{net.oob.network_address + FIRST_HOST + slot}/{net.oob.prefixlen}",
         ))
-    return seed.SeedPlan(site=site, racks=(rack,), hosts=tuple(hosts))
+    return seed.SeedPlan(site=site, racks=(rack,), hosts=tuple(hosts), status="staged",
+                         tags=(TAG_LAB, TAG_LAB_HOST), context_name="racklift-lab-hosts",
+                         software=LAB_SOFTWARE, context_tags=(TAG_LAB_HOST,),
+                         context_weight=2000)
 
 
 # ---------------------------------------------------------------------------------------------
 # podman side
+
+
+INOTIFY = Path("/proc/sys/fs/inotify/max_user_instances")
+INOTIFY_PER_HOST = 16  # systemd in a container opens several inotify instances
+
+
+def _ensure_inotify(count: int) -> None:
+    """systemd in many containers runs out of inotify instances (default 128: ~20 hosts), and
+    then its units hang at boot. Raise the kernel's limit at run time (nothing in /etc)."""
+    want = 128 + INOTIFY_PER_HOST * count
+    have = int(INOTIFY.read_text())
+    if have >= want:
+        return
+    try:
+        INOTIFY.write_text(str(want))
+    except OSError as exc:
+        raise LabError(f"{count} lab hosts need fs.inotify.max_user_instances >= {want} "
+                       f"(now {have}): run `sysctl -w fs.inotify.max_user_instances={want}` "
+                       f"as root ({exc})") from None
 
 
 def _network_exists(net: LabNet) -> bool:
@@ -157,6 +191,7 @@ def up(netbox: NetBox, count: int, rack: str = "L01", site: str = "lab1",
     key = ssh_key()
     _ensure_network(net)
     existing = containers(net)
+    _ensure_inotify(len(podman.podman("ps", "-aq").split()) + count)
     created = 0
     for host in wanted.hosts:
         state = existing.get(host.name)
@@ -200,5 +235,6 @@ def down(netbox: NetBox | None, net: LabNet = LAB) -> DownResult:
                                  fields=("id", "name")) if (names or recorded) else []
         netbox.delete("dcim/devices", [d["id"] for d in devices])
         deleted = len(devices)
-    shutil.rmtree(profiles_dir(net), ignore_errors=True)
+        # The profiles name the lab's hosts: keep them until NetBox has been cleaned too.
+        shutil.rmtree(profiles_dir(net), ignore_errors=True)
     return DownResult(len(names), deleted)

@@ -22,16 +22,17 @@ from ipam.models import IPAddress
 from netaddr import IPNetwork
 
 
-def _tag(objects, model, tag_id):
+def _tag(objects, model, tag_ids):
     content_type = ContentType.objects.get_for_model(model)
     TaggedItem.objects.bulk_create(
-        [TaggedItem(content_type=content_type, object_id=o.pk, tag_id=tag_id) for o in objects],
+        [TaggedItem(content_type=content_type, object_id=o.pk, tag_id=tag_id)
+         for o in objects for tag_id in tag_ids],
         ignore_conflicts=True)
 
 
 def seed(payload):
     created = {"racks": 0, "devices": 0, "mac addresses": 0, "ip addresses": 0}
-    site_id, tag_id = payload["site_id"], payload["tag_id"]
+    site_id, tag_ids = payload["site_id"], payload["tag_ids"]
     hosts = payload["hosts"]
 
     racks = {r.name: r for r in Rack.objects.filter(site_id=site_id)}
@@ -42,7 +43,7 @@ def seed(payload):
             rack.save()
             racks[name] = rack
             new_racks.append(rack)
-    _tag(new_racks, Rack, tag_id)
+    _tag(new_racks, Rack, [payload["lab_tag_id"]])
     created["racks"] = len(new_racks)
 
     devices = {d.name: d for d in Device.objects.filter(site_id=site_id, name__in=[
@@ -52,8 +53,9 @@ def seed(payload):
     item_templates = list(device_type.inventoryitemtemplates.all())
     new_devices = [
         Device(name=h["name"], device_type=device_type, role_id=payload["role_id"],
-               site_id=site_id, rack=racks[h["rack"]], position=h["position"], face="front",
-               status="planned", serial=h["serial"], asset_tag=h["asset_tag"],
+               site_id=site_id, rack=racks[h["rack"]], position=h["position"],
+               face="front" if h["position"] else "", status=payload["status"],
+               serial=h["serial"], asset_tag=h["asset_tag"],
                airflow=device_type.airflow, platform=device_type.default_platform,
                # Device.save() would count these as it creates them; bulk_create does not.
                interface_count=len(iface_templates), inventory_item_count=len(item_templates))
@@ -72,7 +74,7 @@ def seed(payload):
     DeviceType.objects.filter(pk=device_type.pk).update(
         device_count=Device.objects.filter(device_type=device_type).count())
     devices.update({d.name: d for d in new_devices})
-    _tag(new_devices, Device, tag_id)
+    _tag(new_devices, Device, tag_ids)
     created["devices"] = len(new_devices)
 
     device_ids = [devices[h["name"]].pk for h in hosts]
@@ -109,7 +111,7 @@ def seed(payload):
                 ips.append(ip)
                 existing[address] = ip
     IPAddress.objects.bulk_create(ips)
-    _tag(ips, IPAddress, tag_id)
+    _tag(ips, IPAddress, [payload["lab_tag_id"]])
     created["ip addresses"] = len(ips)
 
     updates = []

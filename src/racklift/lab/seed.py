@@ -65,7 +65,7 @@ OOB_NET = ipaddress.ip_network("10.32.0.0/16")
 class HostPlan:
     name: str
     rack: str
-    position: int
+    position: int | None  # None: in the rack, no position
     serial: str
     asset_tag: str
     macs: dict[str, str]  # interface name → MAC
@@ -80,6 +80,11 @@ class SeedPlan:
     hosts: tuple[HostPlan, ...]
     context_name: str = "racklift-gpu-servers"
     software: dict[str, Any] = field(default_factory=lambda: dict(DESIRED_SOFTWARE))
+    status: str = "planned"  # of new devices
+    tags: tuple[str, ...] = (TAG_LAB,)  # of new devices
+    # The config context applies to GPU servers carrying all of these tags, with this weight.
+    context_tags: tuple[str, ...] = ()
+    context_weight: int = 1000
 
 
 def rack_name(number: int) -> str:
@@ -177,19 +182,23 @@ def apply(netbox: NetBox, seed: SeedPlan,
                                    {"name": seed.site, "status": "active"})
     role = netbox.get_all("dcim/device-roles", {"slug": ROLE_GPU_SERVER})[0]
     tag = {"slug": TAG_LAB}
+    device_tags = [{"slug": t} for t in seed.tags]
     type_id = _ensure_device_type(netbox)
     for net, desc in ((PROVISIONING_NET, "GPU server provisioning"), (OOB_NET, "BMC / OOB")):
         netbox.get_or_create("ipam/prefixes", {"prefix": str(net)},
                              {"description": desc, "status": "active", "tags": [tag]})
     netbox.get_or_create("extras/config-contexts", {"name": seed.context_name}, {
-        "weight": 1000, "roles": [role["id"]], "data": {CONTEXT_KEY: seed.software},
+        "weight": seed.context_weight, "roles": [role["id"]],
+        "tags": list(seed.context_tags), "data": {CONTEXT_KEY: seed.software},
         "description": "Desired software of GPU servers (racklift)"})
 
     if host_loader is not None:
-        tag_id = netbox.get_all("extras/tags", tag)[0]["id"]
+        tag_ids = {t["slug"]: netbox.get_all("extras/tags", t)[0]["id"]
+                   for t in [tag, *device_tags]}
         result = host_loader({
-            "site_id": site["id"], "role_id": role["id"], "type_id": type_id, "tag_id": tag_id,
-            "provisioning_interface": PROVISIONING, "bmc_interface": BMC,
+            "site_id": site["id"], "role_id": role["id"], "type_id": type_id,
+            "tag_ids": [tag_ids[t["slug"]] for t in device_tags], "lab_tag_id": tag_ids[TAG_LAB],
+            "provisioning_interface": PROVISIONING, "bmc_interface": BMC, "status": seed.status,
             "racks": list(seed.racks), "hosts": [asdict(h) for h in seed.hosts]})
         for what, count in result["created"].items():
             report.add(what, count, 0.0)
@@ -215,8 +224,9 @@ def apply(netbox: NetBox, seed: SeedPlan,
             "dcim/devices", {"site_id": site["id"]}, fields=("id", "name"))}
         new = netbox.create("dcim/devices", [
             {"name": h.name, "device_type": type_id, "role": role["id"], "site": site["id"],
-             "rack": racks[h.rack], "position": h.position, "face": "front",
-             "status": "planned", "serial": h.serial, "asset_tag": h.asset_tag, "tags": [tag]}
+             "rack": racks[h.rack], "status": seed.status, "serial": h.serial,
+             "asset_tag": h.asset_tag, "tags": device_tags,
+             **({"position": h.position, "face": "front"} if h.position else {})}
             for h in seed.hosts if h.name not in existing])
         devices.update({h.name: existing[h.name] for h in seed.hosts if h.name in existing})
         devices.update({d["name"]: d["id"] for d in new})

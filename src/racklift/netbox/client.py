@@ -70,22 +70,40 @@ def check_version(version: str, url: str) -> None:
                           "(MAC addresses as objects): upgrade NetBox")
 
 
-def _explain(response: requests.Response) -> str:
+def _label(obj: Mapping[str, Any]) -> str:
+    for key in ("name", "address", "mac_address", "slug", "id"):
+        if obj.get(key) is not None:
+            return f"{key}={obj[key]}"
+    return "object"
+
+
+def _explain(response: requests.Response,
+             objects: list[dict[str, Any]] | None = None) -> str:
+    """NetBox's error body as one line; a bulk request's per-object errors name the object."""
     try:
         body: Any = response.json()
     except ValueError:
         return response.text.strip()[:300] or response.reason
     if isinstance(body, Mapping) and "detail" in body:
-        return str(body["detail"])
+        parts = [str(body["detail"])]
+        for error in body.get("errors") or []:
+            index = error.get("index")
+            who = (_label(objects[index]) if objects and isinstance(index, int)
+                   and index < len(objects) else f"object {index}")
+            fields = "; ".join(f"{k}: {' '.join(map(str, v))}"
+                               for k, v in (error.get("errors") or {}).items())
+            parts.append(f"{who}: {fields}")
+        return " ".join(parts)[:1500]
     return str(body)[:500]
 
 
 @contextmanager
-def _errors(url: str, what: str) -> Iterator[None]:
+def _errors(url: str, what: str,
+            objects: list[dict[str, Any]] | None = None) -> Iterator[None]:
     try:
         yield
     except pynetbox.RequestError as exc:
-        raise _http_error(url, what, exc.req) from None
+        raise _http_error(url, what, exc.req, objects) from None
     except requests.ConnectionError:
         raise NetBoxError(f"cannot reach NetBox at {url} ({what}): is it running and is "
                           "NETBOX_URL right?") from None
@@ -93,8 +111,9 @@ def _errors(url: str, what: str) -> Iterator[None]:
         raise NetBoxError(f"NetBox at {url} did not answer in time ({what})") from None
 
 
-def _http_error(url: str, what: str, response: requests.Response) -> NetBoxError:
-    detail = _explain(response)
+def _http_error(url: str, what: str, response: requests.Response,
+                objects: list[dict[str, Any]] | None = None) -> NetBoxError:
+    detail = _explain(response, objects)
     if response.status_code in (401, 403):
         return NetBoxError(f"NetBox at {url} refused the token (HTTP {response.status_code}: "
                            f"{detail}) while {what}: set NETBOX_TOKEN to a valid API token "
@@ -195,14 +214,14 @@ class NetBox:
         """Bulk-create `objects`, WRITE_CHUNK per request (each request is one transaction)."""
         created: list[dict[str, Any]] = []
         for group in _chunks(objects, WRITE_CHUNK):
-            with _errors(self.url, f"creating {len(group)} {endpoint}"):
+            with _errors(self.url, f"creating {len(group)} {endpoint}", group):
                 created.extend(dict(r) for r in self._endpoint(endpoint).create(group))
         return created
 
     def update(self, endpoint: str, objects: list[dict[str, Any]]) -> None:
         """Bulk-update `objects` (each has an 'id'), WRITE_CHUNK per request."""
         for group in _chunks(objects, WRITE_CHUNK):
-            with _errors(self.url, f"updating {len(group)} {endpoint}"):
+            with _errors(self.url, f"updating {len(group)} {endpoint}", group):
                 self._endpoint(endpoint).update(group)
 
     def delete(self, endpoint: str, ids: list[int]) -> None:

@@ -3,7 +3,6 @@ NetBox, reached by Ansible through racklift's inventory, with emulated hardware 
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import subprocess
@@ -11,15 +10,12 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from helpers import BIN, REPO
+from helpers import BIN, REPO, TEST_NET
 from racklift.lab import hardware, hosts, netbox_server, podman, seed
 from racklift.lab import rack as lab_rack
 from racklift.netbox.client import NetBox
 from racklift.netbox.reader import Selection, read_hosts
 
-# The tests' own lab: its own podman network and addresses, never the developer's lab.
-TEST_NET = hosts.LabNet("racklift-test", ipaddress.ip_network("10.89.1.0/24"),
-                        ipaddress.ip_network("10.33.1.0/24"), mac_base=0x5000)
 RACK = "T01"
 
 
@@ -94,7 +90,7 @@ def test_every_fault_shows_in_the_real_formats_and_heals(instance, settings, net
     record = read_hosts(netbox, Selection(names=(victim.name,)))[0]
     macs = {i.name: i.mac for i in record.interfaces if i.mac}
     kinds = sorted(hardware.hwemu.FAULTS)
-    hardware.inject(victim.name, kinds, macs, settings, TEST_NET)
+    hardware.inject({victim.name: kinds}, {victim.name: macs}, settings, TEST_NET)
 
     log = ET.fromstring(out(victim, "nvidia-smi -q -x"))
     gpus = log.findall("gpu")
@@ -121,7 +117,7 @@ def test_every_fault_shows_in_the_real_formats_and_heals(instance, settings, net
     # The other hosts are untouched.
     assert ET.fromstring(out(bystander, "nvidia-smi -q -x")).findtext("attached_gpus") == "8"
 
-    hardware.heal(victim.name, macs, settings, TEST_NET)
+    hardware.heal([victim.name], {victim.name: macs}, settings, TEST_NET)
     log = ET.fromstring(out(victim, "nvidia-smi -q -x"))
     assert log.findtext("attached_gpus") == "8"
     assert log.findtext("driver_version") == "550.127.08"

@@ -61,26 +61,31 @@ def _set_mac(name: str, mac: str, net: LabNet) -> None:
     subprocess.run(["ip", "neigh", "flush", "to", address], check=False, capture_output=True)
 
 
-def inject(name: str, kinds: Iterable[str], macs: Mapping[str, str],
-           settings: NetBoxSettings, net: LabNet = LAB) -> hwemu.Profile:
-    """Inject faults into one lab host. `macs` are the host's MACs by interface (NetBox's)."""
-    profile = load(name, net)
-    for kind in kinds:
-        profile = hwemu.inject(profile, kind)
-        if kind == "mac-swapped":
-            # As if the provisioning and in-band cables were swapped.
-            _set_mac(name, macs[seed.INBAND], net)
-    save(profile, net)
-    push([name], settings, net)
-    return profile
+def inject(faults: Mapping[str, Iterable[str]], macs: Mapping[str, Mapping[str, str]],
+           settings: NetBoxSettings, net: LabNet = LAB) -> dict[str, hwemu.Profile]:
+    """Inject faults into lab hosts ({host: kinds}), in one Ansible run. `macs` are each
+    host's MACs by interface, as NetBox has them."""
+    profiles = {}
+    for name, kinds in faults.items():
+        profile = load(name, net)
+        for kind in kinds:
+            profile = hwemu.inject(profile, kind)
+            if kind == "mac-swapped":
+                # As if the provisioning and in-band cables were swapped.
+                _set_mac(name, macs[name][seed.INBAND], net)
+        save(profile, net)
+        profiles[name] = profile
+    push(profiles, settings, net)
+    return profiles
 
 
-def heal(name: str, macs: Mapping[str, str], settings: NetBoxSettings,
-         net: LabNet = LAB) -> hwemu.Profile:
-    profile = load(name, net)
-    if profile.mac_swapped:
-        _set_mac(name, macs[seed.PROVISIONING], net)
-    healed = hwemu.heal(profile)
-    save(healed, net)
-    push([name], settings, net)
-    return healed
+def heal(names: Iterable[str], macs: Mapping[str, Mapping[str, str]],
+         settings: NetBoxSettings, net: LabNet = LAB) -> None:
+    """Remove every injected fault from these lab hosts, in one Ansible run."""
+    names = list(names)
+    for name in names:
+        profile = load(name, net)
+        if profile.mac_swapped:
+            _set_mac(name, macs[name][seed.PROVISIONING], net)
+        save(hwemu.heal(profile), net)
+    push(names, settings, net)

@@ -23,10 +23,11 @@ from racklift.netbox.bootstrap import TAG_LAB, TAG_LAB_HOST
 from racklift.netbox.client import NetBox
 from racklift.paths import state_dir
 
-# What lab hosts run, over the GPU servers' config context (NetBox merges contexts key by
-# key, so None switches a setting off): the emulated driver; no OFED, container toolkit or
-# registry mirror yet, since the roles that install them are not applied to lab hosts.
+# What lab hosts run: the emulated driver; no OFED, container toolkit or registry mirror yet,
+# since the roles that install them are not applied to lab hosts (None: not managed). Whole,
+# not a partial override, so it holds whether or not the GPU servers' context exists.
 LAB_SOFTWARE = {
+    **seed.DESIRED_SOFTWARE,
     "os_image": "racklift-lab-debian12",
     "ofed": {"source": "inbox", "version": None},
     "container_toolkit": {"version": None},
@@ -176,6 +177,17 @@ def _wait_for_ssh(address: str, deadline: float) -> None:
                    "`podman logs` for its container")
 
 
+def _add_inband_nic(host: seed.HostPlan) -> None:
+    """The in-band port (eno2) with its NetBox MAC: a container has one real NIC, a GPU server
+    has both. A veth pair inside the container (this kernel has veth built in, not dummy)."""
+    nic, peer, mac = seed.INBAND, f"{seed.INBAND}-peer", host.macs[seed.INBAND].lower()
+    podman.podman("exec", host.name, "sh", "-c",
+                  f"ip link show {nic} >/dev/null 2>&1 || "
+                  f"ip link add {nic} type veth peer name {peer}; "
+                  f"ip link set {nic} address {mac} && ip link set {peer} up && "
+                  f"ip link set {nic} up")
+
+
 @dataclass(frozen=True)
 class UpResult:
     hosts: tuple[seed.HostPlan, ...]
@@ -204,6 +216,8 @@ def up(netbox: NetBox, count: int, rack: str = "L01", site: str = "lab1",
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda h: _wait_for_ssh(h.primary_ip.split("/")[0], deadline),
                       wanted.hosts))
+    for host in wanted.hosts:
+        _add_inband_nic(host)
     # Register what the containers really have; it equals the plan unless podman disagreed.
     hosts = []
     for host in wanted.hosts:
@@ -230,9 +244,11 @@ def down(netbox: NetBox | None, net: LabNet = LAB) -> DownResult:
     if netbox is not None:
         # Only the lab's own hosts: the names it gave its containers, tagged by the lab.
         recorded = {p.stem for p in profiles_dir(net).glob("*.json")}
-        devices = netbox.get_all("dcim/devices", {"tag": "racklift-lab",
-                                                  "name": sorted(set(names) | recorded)},
-                                 fields=("id", "name")) if (names or recorded) else []
+        wanted = sorted(set(names) | recorded)
+        # No lab tag in NetBox (a fresh database) means no lab devices to remove.
+        lab_tagged = netbox.count("extras/tags", {"slug": TAG_LAB}) > 0
+        devices = netbox.get_all("dcim/devices", {"tag": TAG_LAB, "name": wanted},
+                                 fields=("id", "name")) if wanted and lab_tagged else []
         netbox.delete("dcim/devices", [d["id"] for d in devices])
         deleted = len(devices)
         # The profiles name the lab's hosts: keep them until NetBox has been cleaned too.

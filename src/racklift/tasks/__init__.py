@@ -6,6 +6,7 @@ from invoke import Collection, task
 
 from racklift.tasks import lab, netbox
 from racklift.tasks.netbox import bootstrap, expected, seed, up
+from racklift.tasks.verify import bundle, facts_, parse, verify
 
 
 @task
@@ -17,6 +18,6 @@ def demo(c):
     expected(c, rack="R01")
 
 
-namespace = Collection(demo)
+namespace = Collection(demo, verify, parse, facts_, bundle)
 namespace.add_collection(Collection.from_module(netbox), name="netbox")
 namespace.add_collection(Collection.from_module(lab), name="lab")

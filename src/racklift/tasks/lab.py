@@ -67,7 +67,7 @@ def fault(c, host, kind):
         if unknown:
             raise Exit(f"error: unknown fault kind(s) {', '.join(unknown)}; "
                        f"known: {', '.join(sorted(hwemu.FAULTS))}", code=1)
-        profile = hardware.inject(host, kinds, _macs(host), connect().settings)
+        profile = hardware.inject({host: kinds}, {host: _macs(host)}, connect().settings)[host]
     console.print(f"{host}: faults now {', '.join(profile.faults)}")
 
 
@@ -75,7 +75,7 @@ def fault(c, host, kind):
 def heal(c, host):
     """Remove every injected fault from one lab host."""
     with operator_errors():
-        hardware.heal(host, _macs(host), connect().settings)
+        hardware.heal([host], {host: _macs(host)}, connect().settings)
     console.print(f"{host}: healthy")
 
 

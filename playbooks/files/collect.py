@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""racklift's fact collector: the thin remote side. Runs read-only commands on the host and
+prints their outputs as one JSON document; all parsing happens on the controller.
+
+Standard library only, Python >= 3.6 (Ubuntu 20.04 and later, Debian 11 and later).
+Usage: collect.py [--sysfs-root /sys]
+"""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+
+# name -> shell command. Names are the support-bundle file names (racklift.facts.bundle).
+COMMANDS = {
+    "nvidia-smi-q-x.xml": "nvidia-smi -q -x",
+    "lspci.txt": "lspci -D -nn -vv",
+    "ibstat.txt": "ibstat",
+    "ibv_devinfo.txt": "ibv_devinfo",
+    "dmidecode.txt": "dmidecode -t 0,1",
+    "dmesg.txt": "dmesg",
+    "ip-link.json": "ip -j link show",
+    "ip-addr.json": "ip -j addr show",
+    "os-release.txt": "cat /etc/os-release",
+    "uname.txt": "uname -r",
+    "packages.txt": "dpkg-query -W -f '${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'",
+    "services.txt": "for s in nvidia-fabricmanager nvidia-persistenced docker containerd; "
+                    "do printf '%s\\t%s\\n' \"$s\" \"$(systemctl is-active \"$s\" 2>/dev/null)\"; "
+                    "done",
+    "df.txt": "df -P -B1 / /var 2>/dev/null",
+}
+
+SYSFS_GLOBS = (
+    "class/infiniband/*/ports/*/state",
+    "class/infiniband/*/ports/*/phys_state",
+    "class/infiniband/*/ports/*/rate",
+    "class/infiniband/*/ports/*/link_layer",
+    "class/infiniband/*/fw_ver",
+    "class/infiniband/*/node_guid",
+    "class/infiniband/*/hca_type",
+    "class/net/*/speed",
+    "devices/virtual/dmi/id/sys_vendor",
+    "devices/virtual/dmi/id/product_name",
+    "devices/virtual/dmi/id/product_serial",
+    "devices/virtual/dmi/id/bios_version",
+)
+
+
+def run(command):
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(command, shell=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=120)
+        rc, out, err = proc.returncode, proc.stdout, proc.stderr
+    except subprocess.TimeoutExpired:
+        rc, out, err = 124, b"", b"timed out after 120 s"
+    return {"command": command, "rc": rc, "seconds": round(time.monotonic() - started, 3),
+            "stdout": out.decode("utf-8", "replace"), "stderr": err.decode("utf-8", "replace")}
+
+
+def sysfs(root):
+    files = {}
+    for pattern in SYSFS_GLOBS:
+        for path in sorted(glob.glob(os.path.join(root, pattern))):
+            try:
+                with open(path) as handle:
+                    files[os.path.relpath(path, root)] = handle.read().strip()
+            except OSError:
+                continue  # e.g. class/net/*/speed of a down link: EINVAL
+    return files
+
+
+def main(argv):
+    root = argv[argv.index("--sysfs-root") + 1] if "--sysfs-root" in argv else "/sys"
+    outputs = {name: run(command) for name, command in COMMANDS.items()}
+    document = {"hostname": os.uname()[1], "collected_at": time.time(), "sysfs_root": root,
+                "outputs": outputs, "sysfs": sysfs(root)}
+    json.dump(document, sys.stdout)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

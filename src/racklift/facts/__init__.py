@@ -1,0 +1,1 @@
+"""Observed facts about a host: typed results of parsing what racklift collects from it."""

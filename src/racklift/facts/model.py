@@ -1,0 +1,147 @@
+"""Observed-facts dataclasses: what a host *is*, as its tools reported it.
+
+Parsed on the controller by :mod:`racklift.facts.parsers` from captured tool output. Every
+field that a tool can leave out, mask or report as "N/A" is ``None`` here, never a guess;
+the comparison with what NetBox expects happens elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+class _Facts:
+    """``to_dict()`` for the frozen fact records (tuples of records become lists of dicts)."""
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload]
+
+
+@dataclass(frozen=True, slots=True)
+class SystemFacts(_Facts):
+    """DMI type 1 (System Information) and type 0 (BIOS Information)."""
+
+    vendor: str | None
+    product: str | None
+    serial: str | None
+    bios_vendor: str | None
+    bios_version: str | None
+    uuid: str | None  # lower case, as the kernel prints it in sysfs
+    version: str | None = None
+    sku: str | None = None
+    family: str | None = None
+    bios_date: str | None = None
+    board_vendor: str | None = None
+    board_product: str | None = None
+    board_serial: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GPUFacts(_Facts):
+    """One ``<gpu>`` of ``nvidia-smi -q -x``."""
+
+    index: int  # position in the output (nvidia-smi lists GPUs in index order)
+    name: str | None
+    serial: str | None
+    uuid: str | None
+    pci_bus_id: str | None  # "0000:18:00.0": lower case, 4-digit domain
+    vbios_version: str | None
+    board_part_number: str | None
+    ecc_mode_current: str | None  # "Enabled" / "Disabled"; None when N/A
+    ecc_mode_pending: str | None
+    ecc_volatile_uncorrected: int | None  # DRAM + SRAM (or old-schema double-bit) totals
+    ecc_aggregate_uncorrected: int | None
+    ecc_volatile_corrected: int | None
+    retired_pages_pending: bool | None  # None when N/A (Hopper uses row remapping)
+    retired_pages_count: int | None  # single + double bit retirements
+    remapped_rows_pending: bool | None
+    remapped_rows_failure: bool | None
+    remapped_rows_uncorrectable: int | None
+    pcie_gen_current: int | None
+    pcie_gen_max: int | None
+    pcie_width_current: int | None
+    pcie_width_max: int | None
+    persistence_mode: str | None
+    mig_mode_current: str | None
+    mig_devices: int  # number of <mig_device> elements listed
+    memory_total_mib: int | None
+    temperature_c: int | None
+    power_draw_w: float | None
+    ecc_aggregate_corrected: int | None = None
+    product_architecture: str | None = None
+    gpu_part_number: str | None = None
+    module_id: int | None = None
+    pci_device_id: str | None = None  # "233010DE" as nvidia-smi prints it
+    fabric_state: str | None = None
+    fabric_status: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NvidiaSmiFacts(_Facts):
+    """``nvidia-smi -q -x`` as a whole."""
+
+    driver_version: str | None
+    cuda_version: str | None
+    attached_gpus: int  # what the log header says; may exceed len(gpus)
+    gpus: tuple[GPUFacts, ...]
+    errors: tuple[str, ...]  # lines nvidia-smi printed around the XML
+    schema: str | None = None  # DTD name, e.g. "nvsmi_device_v12.dtd"
+
+    def gpu_by_bus_id(self, bus_id: str) -> GPUFacts | None:
+        wanted = bus_id.lower()
+        return next((g for g in self.gpus if g.pci_bus_id == wanted), None)
+
+
+@dataclass(frozen=True, slots=True)
+class HCAPortFacts(_Facts):
+    """One port of an RDMA channel adapter (InfiniBand or RoCE)."""
+
+    ca: str
+    ca_type: str | None  # "MT4129" (ibstat); ibv_devinfo gives the same id as vendor_part_id
+    firmware: str | None
+    node_guid: str | None  # "0x946dae0300cde72c": lower case, 0x + 16 hex digits
+    port: int
+    state: str | None  # "Active", "Down", "Initializing", "Armed"
+    phys_state: str | None  # "LinkUp", "Disabled", "Polling", ...
+    rate_gbps: int | None
+    link_layer: str | None  # "InfiniBand" / "Ethernet"
+    port_guid: str | None
+    base_lid: int | None
+    is_vf: bool  # a ConnectX virtual function (SR-IOV), not the physical port
+
+
+@dataclass(frozen=True, slots=True)
+class PCIDeviceFacts(_Facts):
+    """One device of ``lspci``."""
+
+    address: str  # "0000:18:00.0"
+    class_name: str  # "3D controller"
+    vendor_id: str  # "10de"; "" when lspci ran without -n
+    device_id: str  # "2330"; "" when lspci ran without -n
+    description: str  # "NVIDIA Corporation GH100 [H100 SXM5 80GB]"
+    link_speed_gts: float | None  # LnkSta (-vv only)
+    link_width: int | None
+    link_speed_max_gts: float | None  # LnkCap (-vv only)
+    link_width_max: int | None
+    class_id: str | None = None  # "0302" with -nn
+    revision: str | None = None  # "a1"
+    driver: str | None = None  # "Kernel driver in use" (-k / -v)
+
+
+@dataclass(frozen=True, slots=True)
+class KernelEvent(_Facts):
+    """A hardware error line of the kernel log."""
+
+    kind: str  # "xid" | "sxid" | "aer"
+    code: int | None  # Xid / SXid number; None for AER
+    device: str | None  # PCI address (as printed) or NVSwitch id
+    message: str
+    timestamp: float | None  # seconds since boot, from "[ 1234.567890]"
+    severity: str  # "critical" | "warning" | "info"
+    line: str
+    wallclock: str | None = None  # "2025-02-23T16:24:18" from dmesg -T (local time)
+    name: str | None = None  # short name of the Xid / AER class
+    notes: tuple[str, ...] = field(default_factory=tuple)

@@ -1,0 +1,130 @@
+"""The gate: verify hosts against NetBox, and diagnose from support bundles offline."""
+
+from __future__ import annotations
+
+import json as jsonlib
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any
+
+from invoke import task
+from invoke.exceptions import Exit
+
+from racklift.console import console, print_json
+from racklift.errors import RackliftError
+from racklift.facts import bundle as bundles
+from racklift.facts import parsers
+from racklift.facts.host import from_bundle
+from racklift.netbox.reader import read_hosts
+from racklift.tasks.common import SELECTION_HELP, connect, operator_errors, selection
+from racklift.verify import report
+from racklift.verify.run import collect, new_run_dir
+from racklift.verify.run import verify as verify_hosts
+from racklift.verify.verdict import judge
+
+PARSERS = {
+    "nvidia-smi-xml": parsers.parse_nvidia_smi_xml,
+    "nvidia-smi-csv": parsers.parse_nvidia_smi_csv,
+    "ibstat": parsers.parse_ibstat,
+    "ibv-devinfo": parsers.parse_ibv_devinfo,
+    "dmidecode": parsers.parse_dmidecode,
+    "lspci": parsers.parse_lspci,
+    "dmesg": parsers.parse_dmesg,
+}
+
+
+def _plain(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+@task(help={**SELECTION_HELP,
+            "check": "report only: write nothing to NetBox",
+            "mark_failed": "also mark failing `active` hosts `failed` (default: drift report)",
+            "json": "print the JSON report on stdout"})
+def verify(c, site=None, rack=None, role="gpu-server", status=None, host=None, check=False,
+           mark_failed=False, json=False):
+    """The gate: collect each host's facts, compare them with NetBox, run health checks.
+
+    staged/failed hosts become `active` only when everything passes, otherwise `failed`,
+    with a journal entry listing every reason. `active` hosts get a drift report. Writes
+    report.json, junit.xml and the support bundles to runs/<time>-verify/. Exit 1 when any
+    host fails."""
+    chosen = selection(site, rack, role, status, host)
+    with operator_errors():
+        run = verify_hosts(connect(), chosen, write=not check, mark_active_failed=mark_failed,
+                           progress=lambda m: console.print(f"[dim]{m}[/]"))
+        report_file, junit = report.write(run.run_dir, run.verdicts, chosen.describe())
+    console.print(report.table(run.verdicts, f"verify: {chosen.describe()}"))
+    counts = report.summary(run.verdicts)
+    console.print(f"{counts['passed']} passed, {counts['failed']} failed in {run.seconds:.1f} s"
+                  f"{' (check: NetBox not written)' if check else ''}; "
+                  f"report {report_file}, JUnit {junit}, bundles {run.run_dir / 'bundles'}")
+    if json:
+        print_json(report.to_json(run.verdicts, chosen.describe()))
+    if counts["failed"]:
+        raise Exit(code=1)
+
+
+@task(positional=["kind", "file"],
+      help={"kind": ", ".join(PARSERS), "file": "a captured output of that tool ('-': stdin)"})
+def parse(c, kind, file):
+    """Parse one captured tool output and print the facts as JSON (offline diagnosis)."""
+    if kind not in PARSERS:
+        raise Exit(f"error: unknown kind {kind!r}; kinds: {', '.join(PARSERS)}", code=2)
+    try:
+        text = Path("/dev/stdin" if file == "-" else file).read_text(errors="replace")
+        print_json(_plain(PARSERS[kind](text)))
+    except OSError as exc:
+        raise Exit(f"error: cannot read {file}: {exc.strerror}", code=1) from None
+    except parsers.ParseError as exc:
+        raise Exit(f"error: {file}: {exc}", code=1) from None
+
+
+def _host_dirs(path: Path) -> list[Path]:
+    if (path / "meta.json").exists() or (path / "nvidia-smi-q-x.xml").exists():
+        return [path]
+    return sorted(p for p in path.iterdir() if p.is_dir())
+
+
+@task(name="facts", help={"from": "a support bundle: a host's directory, or one holding a "
+                                  "directory per host",
+                          "compare": "also judge each host against NetBox (read-only)"})
+def facts_(c, from_, compare=False):
+    """The facts in a support bundle, as JSON; with --compare, the gate's verdict too."""
+    with operator_errors():
+        hosts = [bundles.read(d) for d in _host_dirs(Path(from_))]
+        if not hosts:
+            raise RackliftError(f"no host bundles in {from_}")
+        out = []
+        expected = {}
+        if compare:
+            chosen = selection(host=",".join(b.host for b in hosts))
+            expected = {h.name: h for h in read_hosts(connect(), chosen)}
+        for bundle in hosts:
+            facts = from_bundle(bundle)
+            entry: dict[str, Any] = {"host": bundle.host, "facts": facts.to_dict()}
+            if compare:
+                if bundle.host not in expected:
+                    raise RackliftError(f"{bundle.host} is not in NetBox")
+                entry["verdict"] = judge(expected[bundle.host], facts).to_dict()
+            out.append(entry)
+    print_json(out if len(out) > 1 else out[0])
+
+
+@task(help={**SELECTION_HELP, "to": "directory for the bundles (default runs/<time>-bundle)"})
+def bundle(c, site=None, rack=None, role=None, status=None, host=None, to=None):
+    """Collect support bundles from hosts (read-only on the hosts), for offline diagnosis."""
+    chosen = selection(site, rack, role, status, host)
+    with operator_errors():
+        netbox = connect()
+        hosts = [h for h in read_hosts(netbox, chosen) if h.address]
+        target = Path(to) if to else new_run_dir("bundle")
+        results = collect(netbox, hosts, target)
+    for name, got in sorted(results.items()):
+        console.print(f"{name}: {target / name}" if not isinstance(got, str)
+                      else f"[red]{name}: {got}[/]")
+    console.print(jsonlib.dumps({"bundles": str(target)}))

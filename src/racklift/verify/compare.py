@@ -1,0 +1,170 @@
+"""What a host is, against what NetBox says it should be: a list of structured mismatches.
+
+Pure: an ExpectedHost and HostFacts in, Mismatches out. A `critical` mismatch keeps the host
+out of the pool; a `warning` is reported and does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from racklift.facts.host import HostFacts
+from racklift.netbox.model import ExpectedHost
+
+CRITICAL = "critical"
+WARNING = "warning"
+
+# NetBox InfiniBand interface types → the port rate (Gb/s, 4X) ibstat reports.
+IB_RATES = {"infiniband-sdr": 10, "infiniband-ddr": 20, "infiniband-qdr": 40,
+            "infiniband-fdr10": 40, "infiniband-fdr": 56, "infiniband-edr": 100,
+            "infiniband-hdr": 200, "infiniband-ndr": 400, "infiniband-xdr": 800}
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    field: str
+    expected: Any
+    observed: Any
+    severity: str
+    hint: str
+
+    def __str__(self) -> str:
+        return (f"{self.field}: expected {self.expected!r}, observed {self.observed!r} "
+                f"[{self.severity}] — {self.hint}")
+
+
+def _same(a: str | None, b: str | None) -> bool:
+    return (a or "").strip().casefold() == (b or "").strip().casefold()
+
+
+def compare(expected: ExpectedHost, facts: HostFacts) -> list[Mismatch]:
+    return [*_identity(expected, facts), *_gpus(expected, facts), *_hcas(expected, facts),
+            *_interfaces(expected, facts), *_software(expected, facts)]
+
+
+def _identity(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
+    system = facts.system
+    if system is None:
+        yield Mismatch("system.serial", expected.serial, None, CRITICAL,
+                       "dmidecode gave no system information: run it on the host as root")
+        return
+    if not _same(system.serial, expected.serial):
+        yield Mismatch("system.serial", expected.serial, system.serial, CRITICAL,
+                       "this is not the chassis NetBox records here: check the host's "
+                       "cabling/BMC mapping, or correct the serial in NetBox")
+    dt = expected.device_type
+    if not _same(system.product, dt.model) and not _same(system.product, dt.part_number):
+        yield Mismatch("device_type.model", dt.model, system.product, WARNING,
+                       "the chassis model differs from the NetBox device type: check the "
+                       "device type (DMI product names can differ from NetBox models)")
+
+
+def _gpus(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
+    want = len(expected.gpus)
+    if facts.nvidia is None:
+        on_bus = len(facts.pci_gpus)
+        if want and on_bus >= want:
+            yield Mismatch("gpus.driver", "NVIDIA driver answering", facts.nvidia_error,
+                           CRITICAL, f"{on_bus} NVIDIA GPUs are on the PCI bus but nvidia-smi "
+                           "failed: install or repair the driver (nvidia_driver role), reboot")
+        else:
+            yield Mismatch("gpus.count", want, on_bus, CRITICAL,
+                           f"nvidia-smi failed ({facts.nvidia_error}) and the PCI bus shows "
+                           f"{on_bus} NVIDIA GPUs: reseat or replace the missing GPUs")
+        return
+    seen = facts.nvidia.gpus
+    if len(seen) != want or facts.nvidia.attached_gpus != want:
+        yield Mismatch("gpus.count", want, len(seen), CRITICAL,
+                       "GPUs missing (fallen off the bus, or not seated): check `nvidia-smi`, "
+                       "the kernel log for Xid 79, reseat or RMA")
+    for slot, gpu in zip(expected.gpus, seen, strict=False):
+        if not _same(gpu.name, slot.part_id):
+            yield Mismatch(f"gpus[{gpu.index}].model", slot.part_id, gpu.name, CRITICAL,
+                           "a different GPU model than the device type's: fix the device "
+                           "type in NetBox or the hardware")
+    by_index = {g.index: g for g in seen}
+    for number, slot in enumerate(expected.gpus):
+        gpu = by_index.get(number)
+        if slot.serial and gpu is not None and not _same(gpu.serial, slot.serial):
+            yield Mismatch(f"gpus[{number}].serial", slot.serial, gpu.serial, CRITICAL,
+                           f"GPU in slot {slot.name} is not the one NetBox records: "
+                           "update the inventory item after an RMA, or find the swap")
+
+
+def _hcas(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
+    ib = [p for p in facts.hca_ports if (p.link_layer or "").lower() == "infiniband"
+          and not p.is_vf]
+    want = expected.ib_ports
+    if len(ib) != len(want):
+        yield Mismatch("hcas.ib_ports", len(want), len(ib), CRITICAL,
+                       "InfiniBand ports missing: check `ibstat`, HCA seating and firmware")
+    by_ca = {p.ca: p for p in ib}
+    for iface in want:
+        port = by_ca.get(iface.name)
+        if port is None:
+            continue
+        rate = IB_RATES.get(iface.type)
+        if rate and port.rate_gbps is not None and port.rate_gbps != rate \
+                and (port.state or "").lower() == "active":
+            yield Mismatch(f"interfaces.{iface.name}.rate", rate, port.rate_gbps, CRITICAL,
+                           f"{iface.name} trained at {port.rate_gbps} Gb/s, not {rate} "
+                           f"({iface.type}): check the cable and the switch port")
+
+
+def _interfaces(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
+    owner = {n.mac: n.name for n in facts.nics if n.mac}
+    for iface in expected.interfaces:
+        if iface.mgmt_only or iface.is_infiniband or not iface.mac:
+            continue  # the BMC is not visible from the OS; IB ports are checked by CA
+        nic = facts.nic(iface.name)
+        if nic is None:
+            where = owner.get(iface.mac)
+            if where:
+                yield Mismatch(f"interfaces.{iface.name}.mac", iface.mac, f"on {where}",
+                               CRITICAL, f"{iface.name}'s MAC is on {where}: NIC names or "
+                               "cables are swapped")
+            else:
+                yield Mismatch(f"interfaces.{iface.name}", "present", "absent", WARNING,
+                               f"no interface {iface.name} on the host: check the NIC and "
+                               "its name (udev), or the NetBox interface")
+            continue
+        if not _same(nic.mac, iface.mac):
+            yield Mismatch(f"interfaces.{iface.name}.mac", iface.mac, nic.mac, CRITICAL,
+                           "the MAC differs from NetBox: a swapped NIC or cable, or a "
+                           "replaced NIC not yet recorded (update the MAC object)")
+    if expected.primary_ip and expected.primary_ip_interface:
+        nic = facts.nic(expected.primary_ip_interface)
+        if nic is None or expected.primary_ip not in nic.addresses:
+            yield Mismatch(f"interfaces.{expected.primary_ip_interface}.ip",
+                           expected.primary_ip, list(nic.addresses) if nic else None, CRITICAL,
+                           "the primary IP is not on the interface NetBox assigns it to")
+
+
+def _desired(config: dict[str, Any], *path: str) -> Any:
+    value: Any = config
+    for key in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _software(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
+    config = expected.config
+    driver = _desired(config, "nvidia_driver", "version")
+    if driver and facts.nvidia is not None and facts.nvidia.driver_version != driver:
+        yield Mismatch("software.nvidia_driver", driver, facts.nvidia.driver_version,
+                       CRITICAL, "run the nvidia_driver role with the config context's "
+                       "version, then reboot")
+    for key, packages in (("ofed", ("mlnx-ofed-kernel-utils", "doca-ofed", "rdma-core")),
+                          ("container_toolkit", ("nvidia-container-toolkit",))):
+        want = _desired(config, key, "version")
+        if not want:
+            continue  # not managed for this host
+        have = next((facts.packages[p] for p in packages if p in facts.packages), None)
+        if have is None or not have.startswith(want):
+            yield Mismatch(f"software.{key}", want, have, CRITICAL,
+                           f"install {key.replace('_', ' ')} {want} (its role), or correct "
+                           "the config context")

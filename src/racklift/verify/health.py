@@ -1,0 +1,171 @@
+"""Quick health checks in the spirit of production GPU health checkers. Pure: facts in,
+results out. A check that could not run is UNKNOWN, and UNKNOWN never counts as OK."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from racklift.facts.host import HostFacts
+from racklift.netbox.model import ExpectedHost
+
+OK, WARNING, CRITICAL, UNKNOWN = "OK", "WARNING", "CRITICAL", "UNKNOWN"
+PASSING = (OK, WARNING)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    status: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.status}: {self.detail}"
+
+
+Check = Callable[[ExpectedHost, HostFacts], CheckResult]
+
+
+def _no_gpus(name: str, facts: HostFacts) -> CheckResult:
+    return CheckResult(name, UNKNOWN, f"no GPU facts: {facts.nvidia_error}")
+
+
+def ecc(expected: ExpectedHost, facts: HostFacts) -> CheckResult:
+    name = "gpu.ecc"
+    if facts.nvidia is None:
+        return _no_gpus(name, facts)
+    off = [g.index for g in facts.nvidia.gpus if (g.ecc_mode_current or "") != "Enabled"]
+    bad = {g.index: g.ecc_volatile_uncorrected for g in facts.nvidia.gpus
+           if g.ecc_volatile_uncorrected}
+    if bad:
+        return CheckResult(name, CRITICAL, f"uncorrected volatile ECC errors on GPU "
+                           f"{', '.join(f'{i} ({n})' for i, n in bad.items())}: drain, reset "
+                           "the GPU, and RMA if they return")
+    if off:
+        return CheckResult(name, CRITICAL, f"ECC not enabled on GPU {off}: "
+                           "nvidia-smi -e 1 and reboot")
+    return CheckResult(name, OK, "ECC enabled, no uncorrected errors")
+
+
+def memory_remapping(expected: ExpectedHost, facts: HostFacts) -> CheckResult:
+    name = "gpu.memory_remapping"
+    if facts.nvidia is None:
+        return _no_gpus(name, facts)
+    failed = [g.index for g in facts.nvidia.gpus if g.remapped_rows_failure]
+    pending = [g.index for g in facts.nvidia.gpus
+               if g.remapped_rows_pending or g.retired_pages_pending]
+    if failed:
+        return CheckResult(name, CRITICAL, f"row remapping failed on GPU {failed}: RMA")
+    if pending:
+        return CheckResult(name, CRITICAL, f"row remap / page retirement pending on GPU "
+                           f"{pending}: reset the GPU (or reboot) before it joins the pool")
+    return CheckResult(name, OK, "no pending or failed remapping")
+
+
+def pcie_links(expected: ExpectedHost, facts: HostFacts) -> CheckResult:
+    name = "gpu.pcie_link"
+    if facts.nvidia is None:
+        return _no_gpus(name, facts)
+    # Width is what degrades with a bad riser or cable; the link *speed* drops to a lower
+    # generation at idle by design, so a lower current generation alone is not a fault.
+    narrow = [f"GPU {g.index} x{g.pcie_width_current} of x{g.pcie_width_max}"
+              for g in facts.nvidia.gpus
+              if g.pcie_width_current and g.pcie_width_max
+              and g.pcie_width_current < g.pcie_width_max]
+    if narrow:
+        return CheckResult(name, CRITICAL, f"PCIe link degraded: {', '.join(narrow)}: reseat "
+                           "the GPU / check the riser")
+    return CheckResult(name, OK, "all GPU links at full width")
+
+
+def persistence(expected: ExpectedHost, facts: HostFacts) -> CheckResult:
+    name = "gpu.persistence_mode"
+    if facts.nvidia is None:
+        return _no_gpus(name, facts)
+    off = [g.index for g in facts.nvidia.gpus if (g.persistence_mode or "") != "Enabled"]
+    if off:
+        return CheckResult(name, WARNING, f"persistence mode off on GPU {off}: enable "
+                           "nvidia-persistenced")
+    return CheckResult(name, OK, "persistence mode on")
+
+
+def kernel_log(expected: ExpectedHost, facts: HostFacts) -> CheckResult:
+    name = "kernel.gpu_errors"
+    if any(n.startswith("dmesg.txt") for n in facts.not_collected):
+        return CheckResult(name, UNKNOWN, "kernel log not readable (dmesg needs root)")
+    critical = [e for e in facts.kernel_events if e.severity == "critical"]
+    warnings = [e for e in facts.kernel_events if e.severity == "warning"]
+    if critical:
+        return CheckResult(name, CRITICAL, "; ".join(
+            f"{e.kind.upper()} {e.code or ''} on {e.device or '?'}: {e.message}".strip()
+            for e in critical[:5]))
+    if warnings:
+        return CheckResult(name, WARNING, f"{len(warnings)} non-fatal events, first: "
+                           f"{warnings[0].line.strip()}")
+    return CheckResult(name, OK, "no Xid, SXid or PCIe AER errors")
+
+
+def ib_links(expected: ExpectedHost, facts: HostFacts) -> CheckResult:
+    name = "ib.links"
+    if not expected.ib_ports:
+        return CheckResult(name, OK, "no InfiniBand ports expected")
+    if not facts.hca_ports:
+        return CheckResult(name, UNKNOWN, "no HCA facts (ibstat and sysfs both empty)")
+    by_ca = {p.ca: p for p in facts.hca_ports}
+    down = []
+    for iface in expected.ib_ports:
+        port = by_ca.get(iface.name)
+        if port is None:
+            down.append(f"{iface.name} missing")
+        elif (port.state or "").lower() != "active" or (port.phys_state or "").lower() != \
+                "linkup":
+            down.append(f"{iface.name} {port.state}/{port.phys_state}")
+    if down:
+        return CheckResult(name, CRITICAL, f"ports not Active/LinkUp: {', '.join(down)}: "
+                           "check cable, switch port and subnet manager")
+    return CheckResult(name, OK, f"{len(expected.ib_ports)} ports Active/LinkUp")
+
+
+def fabric_manager(expected: ExpectedHost, facts: HostFacts) -> CheckResult:
+    name = "gpu.fabric_manager"
+    if not expected.config.get("nvswitch"):
+        return CheckResult(name, OK, "no NVSwitch in this system")
+    state = facts.services.get("nvidia-fabricmanager")
+    if state == "active":
+        return CheckResult(name, OK, "nvidia-fabricmanager active")
+    if state is None:
+        return CheckResult(name, UNKNOWN, "service state not collected")
+    return CheckResult(name, CRITICAL, f"nvidia-fabricmanager is {state}: NVSwitch systems "
+                       "cannot run CUDA jobs without it")
+
+
+def disk_space(expected: ExpectedHost, facts: HostFacts) -> CheckResult:
+    name = "disk.space"
+    if not facts.disks:
+        return CheckResult(name, UNKNOWN, "df not collected")
+    worst = min(facts.disks, key=lambda d: d.free_fraction)
+    text = f"{worst.mount} {worst.free_fraction:.0%} free"
+    if worst.free_fraction < 0.05:
+        return CheckResult(name, CRITICAL, f"{text}: free space before admitting")
+    if worst.free_fraction < 0.15:
+        return CheckResult(name, WARNING, text)
+    return CheckResult(name, OK, text)
+
+
+def registry_mirror(expected: ExpectedHost, facts: HostFacts) -> CheckResult:
+    name = "containers.registry_mirror"
+    mirror: Any = (expected.config.get("registry_mirror") or {}).get("url")
+    if not mirror:
+        return CheckResult(name, OK, "no registry mirror configured for this host")
+    # The GPU container run through the mirror lands with the container runtime role.
+    return CheckResult(name, UNKNOWN, f"a GPU container run through {mirror} is not "
+                       "implemented yet")
+
+
+CHECKS: tuple[Check, ...] = (ecc, memory_remapping, pcie_links, persistence, kernel_log,
+                             ib_links, fabric_manager, disk_space, registry_mirror)
+
+
+def run_checks(expected: ExpectedHost, facts: HostFacts) -> list[CheckResult]:
+    return [check(expected, facts) for check in CHECKS]

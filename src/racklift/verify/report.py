@@ -1,0 +1,70 @@
+"""Verify results for people (a table), for scripts (JSON) and for CI dashboards (JUnit XML)."""
+
+from __future__ import annotations
+
+import json
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from racklift import __version__
+from racklift.verify.verdict import HostVerdict
+
+
+def summary(verdicts: Sequence[HostVerdict]) -> dict[str, int]:
+    passed = sum(1 for v in verdicts if v.passed)
+    return {"hosts": len(verdicts), "passed": passed, "failed": len(verdicts) - passed}
+
+
+def table(verdicts: Sequence[HostVerdict], title: str) -> Table:
+    out = Table(title=title, title_justify="left")
+    for column in ("host", "status", "result", "mismatches", "checks", "first problem",
+                   "NetBox"):
+        out.add_column(column, overflow="fold")
+    for v in verdicts:
+        bad_checks = [c for c in v.checks if c.status not in ("OK",)]
+        out.add_row(
+            v.host, v.status, "[green]PASS[/]" if v.passed else "[red]FAIL[/]",
+            str(len(v.mismatches)),
+            f"{len(v.checks) - len(bad_checks)}/{len(v.checks)} OK" if v.checks else "-",
+            (v.failures or v.warnings or ["-"])[0],
+            ", ".join(v.changes) or "-")
+    return out
+
+
+def to_json(verdicts: Sequence[HostVerdict], selection: str) -> dict[str, Any]:
+    return {"racklift": __version__, "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                  time.gmtime()),
+            "selection": selection, "summary": summary(verdicts),
+            "hosts": [v.to_dict() for v in verdicts]}
+
+
+def to_junit(verdicts: Sequence[HostVerdict]) -> str:
+    """One test suite, one test case per host; a failed host lists every reason."""
+    counts = summary(verdicts)
+    suite = ET.Element("testsuite", name="racklift.verify", tests=str(counts["hosts"]),
+                       failures=str(counts["failed"]), errors="0")
+    for v in verdicts:
+        case = ET.SubElement(suite, "testcase", classname=f"racklift.verify.{v.status}",
+                             name=v.host)
+        if not v.passed:
+            reasons = v.failures or ["no checks ran"]
+            failure = ET.SubElement(case, "failure", message=reasons[0], type="gate")
+            failure.text = "\n".join(reasons)
+        if v.warnings:
+            ET.SubElement(case, "system-out").text = "\n".join(v.warnings)
+    ET.indent(suite)
+    return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def write(run_dir: Path, verdicts: Sequence[HostVerdict], selection: str) -> tuple[Path, Path]:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    report = run_dir / "report.json"
+    report.write_text(json.dumps(to_json(verdicts, selection), indent=2, default=str) + "\n")
+    junit = run_dir / "junit.xml"
+    junit.write_text(to_junit(verdicts))
+    return report, junit

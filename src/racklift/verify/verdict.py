@@ -1,0 +1,140 @@
+"""The gate's verdict per host, and recording it in NetBox: `active` only when everything
+passes; otherwise `failed` and one journal entry listing every mismatch and failed check.
+Re-running with nothing changed writes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from racklift.facts.host import HostFacts
+from racklift.netbox.client import NetBox
+from racklift.netbox.model import ExpectedHost, Problem
+from racklift.verify.compare import CRITICAL, Mismatch, compare
+from racklift.verify.health import PASSING, CheckResult, run_checks
+
+JOURNAL_HEADER = "racklift verify"
+# Statuses whose hosts the gate admits (active) or rejects (failed).
+GATED = ("staged", "failed")
+
+
+@dataclass(frozen=True)
+class HostVerdict:
+    host: str
+    netbox_id: int
+    status: str  # the NetBox status when verify started
+    mismatches: tuple[Mismatch, ...] = ()
+    checks: tuple[CheckResult, ...] = ()
+    problems: tuple[Problem, ...] = ()  # the NetBox record itself is incomplete
+    error: str | None = None  # could not collect: unreachable, collector failed
+    not_collected: tuple[str, ...] = ()
+    changes: tuple[str, ...] = field(default=(), compare=False)  # what was written to NetBox
+
+    @property
+    def failures(self) -> list[str]:
+        """Everything that keeps the host out of the pool, one line each."""
+        lines = [f"NetBox record: {p.field}: {p.message}" for p in self.problems]
+        if self.error:
+            lines.append(f"collection: {self.error}")
+        lines += [str(m) for m in self.mismatches if m.severity == CRITICAL]
+        lines += [str(c) for c in self.checks if c.status not in PASSING]
+        return lines
+
+    @property
+    def warnings(self) -> list[str]:
+        return ([str(m) for m in self.mismatches if m.severity != CRITICAL]
+                + [str(c) for c in self.checks if c.status == "WARNING"])
+
+    @property
+    def passed(self) -> bool:
+        # Nothing is admitted on partial evidence: no checks run means no pass.
+        return not self.failures and bool(self.checks)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.update(passed=self.passed, failures=self.failures, warnings=self.warnings)
+        return data
+
+
+def judge(expected: ExpectedHost, facts: HostFacts) -> HostVerdict:
+    return HostVerdict(expected.name, expected.netbox_id, expected.status,
+                       mismatches=tuple(compare(expected, facts)),
+                       checks=tuple(run_checks(expected, facts)),
+                       problems=expected.problems, not_collected=facts.not_collected)
+
+
+def not_verified(expected: ExpectedHost, error: str | None) -> HostVerdict:
+    """A host that could not be looked at: incomplete record, or unreachable."""
+    return HostVerdict(expected.name, expected.netbox_id, expected.status,
+                       problems=expected.problems, error=error)
+
+
+def journal_text(verdict: HostVerdict) -> str:
+    if verdict.passed:
+        lines = [f"{JOURNAL_HEADER}: passed: the host matches NetBox and is healthy."]
+        lines += [f"- warning: {w}" for w in verdict.warnings]
+    else:
+        lines = [f"{JOURNAL_HEADER}: failed: {len(verdict.failures)} problem(s)."]
+        lines += [f"- {f}" for f in verdict.failures]
+    return "\n".join(lines)
+
+
+def target_status(verdict: HostVerdict) -> str:
+    return "active" if verdict.passed else "failed"
+
+
+def record(netbox: NetBox, verdicts: Iterable[HostVerdict], *,
+           mark_active_failed: bool = False) -> list[HostVerdict]:
+    """Write each verdict to NetBox: status and a journal entry, unless both already say it.
+
+    Only `staged` and `failed` hosts are gated. `active` hosts are only reported on (drift),
+    unless `mark_active_failed`: then a failing active host is marked `failed`. Hosts in any
+    other status (planned, offline, ...) are reported on. Returns the verdicts with what was
+    written.
+    """
+    verdicts = list(verdicts)
+    last = _last_journal(netbox, [v.netbox_id for v in verdicts])
+    status_changes: list[dict[str, Any]] = []
+    entries: list[dict[str, Any]] = []
+    written = []
+    for v in verdicts:
+        target = target_status(v)
+        text = journal_text(v)
+        changes: list[str] = []
+        if v.status == "active" and (v.passed or not mark_active_failed):
+            written.append(v)  # drift report only: active hosts are not touched
+            continue
+        if v.status not in GATED and v.status != "active":
+            written.append(v)  # planned, offline, ...: not in the pipeline, report only
+            continue
+        if v.status != target:
+            status_changes.append({"id": v.netbox_id, "status": target})
+            changes.append(f"status {v.status} → {target}")
+        if v.status != target or last.get(v.netbox_id) != text:
+            entries.append({"assigned_object_type": "dcim.device",
+                            "assigned_object_id": v.netbox_id,
+                            "kind": "success" if v.passed else "danger", "comments": text})
+            changes.append("journal entry")
+        written.append(replace(v, changes=tuple(changes)))
+    # Journal first: if the status update then fails, the re-run sees the status unchanged
+    # and writes both again, so no verdict is ever recorded without its reasons.
+    netbox.create("extras/journal-entries", entries)
+    netbox.update("dcim/devices", status_changes)
+    return written
+
+
+def _last_journal(netbox: NetBox, device_ids: list[int]) -> dict[int, str]:
+    """The newest racklift verify journal text of each device."""
+    entries = netbox.get_for_ids("extras/journal-entries", "assigned_object_id", device_ids,
+                                 {"assigned_object_type": "dcim.device"},
+                                 fields=("id", "assigned_object_id", "comments", "created"))
+    newest: dict[int, dict[str, Any]] = {}
+    for entry in entries:
+        if not entry["comments"].startswith(JOURNAL_HEADER):
+            continue
+        current = newest.get(entry["assigned_object_id"])
+        if current is None or (entry["created"], entry["id"]) > (current["created"],
+                                                                  current["id"]):
+            newest[entry["assigned_object_id"]] = entry
+    return {device: entry["comments"] for device, entry in newest.items()}

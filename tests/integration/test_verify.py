@@ -1,0 +1,174 @@
+"""The gate on the lab: real containers, real Ansible collection, the real test NetBox.
+A healthy host passes; each fault fails its host with the right field; heal and it passes;
+NetBox status and journal follow, and a re-run with nothing changed writes nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from helpers import BIN, FIXTURES, REPO
+from helpers import TEST_NET as NET
+from racklift.lab import hardware, hwemu, netbox_server
+from racklift.lab import rack as lab_rack
+from racklift.netbox.client import NetBox
+from racklift.netbox.reader import Selection, read_hosts
+from racklift.verify.run import verify
+
+RACK = "V01"
+SELECT = Selection(racks=(RACK,))
+
+
+@pytest.fixture(scope="module")
+def netbox(instance, settings) -> NetBox:
+    netbox_server.reset(instance)
+    return NetBox.connect(settings)
+
+
+@pytest.fixture(scope="module")
+def lab(netbox, tmp_path_factory):
+    os.environ["RACKLIFT_RUNS"] = str(tmp_path_factory.mktemp("runs"))
+    lab_rack.down(netbox, NET)
+    result = lab_rack.up(netbox, 4, RACK, net=NET)
+    yield result
+    lab_rack.down(netbox, NET)
+    os.environ.pop("RACKLIFT_RUNS")
+
+
+def statuses(netbox) -> dict[str, str]:
+    return {h.name: h.status for h in read_hosts(netbox, SELECT)}
+
+
+def journal(netbox) -> list[dict]:
+    return netbox.get_all("extras/journal-entries", {"assigned_object_type": "dcim.device"})
+
+
+def macs(netbox, names):
+    """Each host's MACs by interface, as NetBox has them."""
+    return {h.name: {i.name: i.mac for i in h.interfaces if i.mac}
+            for h in read_hosts(netbox, Selection(names=tuple(names)))}
+
+
+def test_healthy_hosts_pass_and_become_active(netbox, lab):
+    run = verify(netbox, SELECT)
+    assert [(v.host, v.passed, v.mismatches) for v in run.verdicts] == [
+        (h.name, True, ()) for h in lab.hosts]
+    assert set(statuses(netbox).values()) == {"active"}
+    entries = journal(netbox)
+    assert len(entries) == 4
+    assert {e["kind"]["value"] for e in entries} == {"success"}
+    assert all(e["comments"].startswith("racklift verify: passed") for e in entries)
+    # The support bundle of each host is kept with the run.
+    for h in lab.hosts:
+        xml = (run.run_dir / "bundles" / h.name / "nvidia-smi-q-x.xml").read_text()
+        assert ET.fromstring(xml).findtext("attached_gpus") == "8"
+
+
+def test_rerun_with_nothing_changed_writes_nothing(netbox, lab):
+    before = len(journal(netbox))
+    run = verify(netbox, SELECT)
+    assert all(v.passed and v.changes == () for v in run.verdicts)
+    assert len(journal(netbox)) == before
+
+
+ROUNDS = [  # three hosts get a fault each round; the fourth stays healthy as the control
+    {0: ("gpu-missing", {"gpus.count"}), 1: ("ib-port-down", {"ib.links"}),
+     2: ("xid-79", {"kernel.gpu_errors"})},
+    {0: ("pcie-degraded", {"gpu.pcie_link"}), 1: ("ib-rate-wrong", {"interfaces.mlx5_5.rate"}),
+     2: ("wrong-system-serial", {"system.serial"})},
+    # Uncorrectable ECC errors on H100 also leave a row remap pending: both must be reported.
+    {0: ("ecc-uncorrected", {"gpu.ecc", "gpu.memory_remapping"}),
+     1: ("mac-swapped", {"interfaces.eno1.mac"}),
+     2: ("driver-version-wrong", {"software.nvidia_driver"})},
+]
+
+
+@pytest.mark.parametrize("faults", ROUNDS, ids=lambda r: "+".join(k for k, _ in r.values()))
+def test_each_fault_fails_its_host_and_heal_restores_it(netbox, settings, lab, faults):
+    names = [h.name for h in lab.hosts]
+    victims = [names[slot] for slot in faults]
+    hardware.inject({names[slot]: [kind] for slot, (kind, _) in faults.items()},
+                    macs(netbox, victims), settings, NET)
+    run = verify(netbox, SELECT, mark_active_failed=True)
+    by_host = {v.host: v for v in run.verdicts}
+    for slot, (kind, fields) in faults.items():
+        v = by_host[names[slot]]
+        assert not v.passed, kind
+        # That fault, on the right fields, and nothing else.
+        assert {line.split(":")[0] for line in v.failures} == fields, (kind, v.failures)
+    assert by_host[names[3]].passed
+    assert statuses(netbox) == {names[0]: "failed", names[1]: "failed", names[2]: "failed",
+                                names[3]: "active"}
+    field = next(iter(faults[1][1]))
+    entry = next(e for e in journal(netbox) if e["assigned_object"]["name"] == names[1]
+                 and e["kind"]["value"] == "danger" and field in e["comments"])
+    assert entry["comments"].startswith("racklift verify: failed: 1 problem(s).")
+
+    hardware.heal(victims, macs(netbox, victims), settings, NET)
+    run = verify(netbox, SELECT)
+    assert all(v.passed for v in run.verdicts), [v.failures for v in run.verdicts]
+    assert set(statuses(netbox).values()) == {"active"}
+
+
+def test_active_hosts_are_only_reported_without_the_flag(netbox, settings, lab):
+    name = lab.hosts[3].name
+    hardware.inject({name: ["xid-79"]}, macs(netbox, [name]), settings, NET)
+    before = len(journal(netbox))
+    run = verify(netbox, Selection(names=(name,)))
+    assert not run.verdicts[0].passed and run.verdicts[0].changes == ()
+    assert statuses(netbox)[name] == "active" and len(journal(netbox)) == before
+    hardware.heal([name], macs(netbox, [name]), settings, NET)
+
+
+def racklift(*args, **env):
+    return subprocess.run([str(BIN / "racklift"), *args], capture_output=True, text=True,
+                          cwd=REPO, timeout=300, env={**os.environ, **env})
+
+
+def test_cli_report_files_exit_code_and_offline_diagnosis(instance, netbox, settings, lab,
+                                                          tmp_path):
+    name = lab.hosts[2].name
+    hardware.inject({name: ["ib-port-down"]}, macs(netbox, [name]), settings, NET)
+    env = {"NETBOX_URL": instance.url, "NETBOX_TOKEN": instance.token,
+           "RACKLIFT_RUNS": str(tmp_path)}
+    result = racklift("verify", "--rack", RACK, "--check", "--json", **env)
+    assert result.returncode == 1, result.stderr
+    data = json.loads(result.stdout)
+    assert data["summary"] == {"hosts": 4, "passed": 3, "failed": 1}
+    assert instance.token not in result.stdout + result.stderr
+    run_dir = next(tmp_path.glob("*-verify"))
+    junit = ET.parse(run_dir / "junit.xml").getroot()
+    assert (junit.get("tests"), junit.get("failures")) == ("4", "1")
+    assert statuses(netbox)[name] == "active"  # --check wrote nothing
+    for path in run_dir.rglob("*"):
+        if path.is_file():
+            assert instance.token not in path.read_text(errors="replace"), path
+
+    # The same bundle, offline: the same verdict, without touching the host.
+    offline = racklift("facts", "--from", str(run_dir / "bundles" / name), "--compare", **env)
+    assert offline.returncode == 0, offline.stderr
+    verdict = json.loads(offline.stdout)["verdict"]
+    assert verdict["failures"] == next(h for h in data["hosts"] if h["host"] == name)[
+        "failures"]
+    hardware.heal([name], macs(netbox, [name]), settings, NET)
+
+
+def test_parse_command_on_real_captures():
+    result = racklift("parse", "ibstat",
+                      str(FIXTURES / "real" / "ibstat_h100-node_cx7-ib_cx6-eth-down.txt"))
+    assert result.returncode == 0, result.stderr
+    ports = json.loads(result.stdout)
+    assert {p["ca"] for p in ports if p["link_layer"] == "InfiniBand"} >= {"mlx5_0"}
+    bad = racklift("parse", "nvidia-smi-xml", str(FIXTURES / "real" / "SOURCES.md"))
+    assert bad.returncode == 1 and bad.stderr.startswith("error: ")
+    unknown = racklift("parse", "nvme", "x")
+    assert unknown.returncode == 2 and "kinds: nvidia-smi-xml" in unknown.stderr
+
+
+def test_emulator_version_matches_what_netbox_expects(netbox, lab):
+    host = read_hosts(netbox, Selection(names=(lab.hosts[0].name,)))[0]
+    assert host.config["nvidia_driver"]["version"] == hwemu.DEFAULT_DRIVER

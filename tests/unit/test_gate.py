@@ -1,0 +1,101 @@
+"""The gate as pure functions: an emulated host's support bundle against its NetBox record.
+Every fault the lab can inject must fail the host with the right field and severity."""
+
+import pytest
+
+import emulated
+from racklift.facts.bundle import Output
+from racklift.facts.host import from_bundle
+from racklift.lab import hwemu
+from racklift.verify import compare, health, report
+from racklift.verify.verdict import journal_text, judge, target_status
+
+
+def verdict_for(profile, expected=None):
+    return judge(expected or emulated.expected_host(), from_bundle(emulated.bundle(profile)))
+
+
+def test_healthy_host_passes_with_zero_mismatches():
+    v = verdict_for(emulated.healthy_profile())
+    assert v.mismatches == ()
+    assert [c.status for c in v.checks] == ["OK"] * len(health.CHECKS)
+    assert v.passed and target_status(v) == "active"
+
+
+# fault → (the mismatch field or check name that must catch it, its severity / status)
+CAUGHT_BY = {
+    "gpu-missing": ("gpus.count", compare.CRITICAL),
+    "ecc-uncorrected": ("gpu.ecc", health.CRITICAL),
+    "xid-79": ("kernel.gpu_errors", health.CRITICAL),
+    "pcie-degraded": ("gpu.pcie_link", health.CRITICAL),
+    "ib-port-down": ("ib.links", health.CRITICAL),
+    "ib-rate-wrong": ("interfaces.mlx5_5.rate", compare.CRITICAL),
+    "mac-swapped": ("interfaces.eno1.mac", compare.CRITICAL),
+    "wrong-system-serial": ("system.serial", compare.CRITICAL),
+    "driver-version-wrong": ("software.nvidia_driver", compare.CRITICAL),
+}
+
+
+def test_every_fault_kind_is_covered():
+    assert set(CAUGHT_BY) | {"gpu-serial-changed"} == set(hwemu.FAULTS)
+
+
+@pytest.mark.parametrize("kind", sorted(CAUGHT_BY))
+def test_each_fault_fails_the_host_on_the_right_field(kind):
+    v = verdict_for(emulated.with_fault(kind))
+    field, severity = CAUGHT_BY[kind]
+    found = {m.field: m.severity for m in v.mismatches} | {c.name: c.status for c in v.checks}
+    assert found.get(field) == severity, v.failures
+    assert not v.passed and target_status(v) == "failed"
+    assert any(field in line for line in v.failures)
+
+
+def test_changed_gpu_serial_is_caught_where_netbox_records_serials():
+    healthy = emulated.healthy_profile()
+    recorded = {n: g.serial for n, g in enumerate(healthy.gpus)}
+    changed = emulated.with_fault("gpu-serial-changed")
+    v = verdict_for(changed, emulated.expected_host(gpu_serials=recorded))
+    assert [(m.field, m.severity) for m in v.mismatches] == [("gpus[3].serial", "critical")]
+    assert v.mismatches[0].expected == healthy.gpus[3].serial
+    # Without recorded serials NetBox has nothing to compare: not a mismatch.
+    assert verdict_for(changed).passed
+
+
+def test_driver_missing_is_told_apart_from_gpus_missing():
+    bundle = emulated.bundle(emulated.healthy_profile())
+    no_driver = Output(hwemu.NVIDIA_SMI_NO_DRIVER + "\n", rc=9)
+    lspci = "\n".join(
+        f"0000:{bus:02x}:00.0 3D controller [0302]: NVIDIA Corporation GH100 [H100 SXM5 80GB]"
+        f" [10de:2330] (rev a1)" for bus in hwemu.HGX_H100_BUSES)
+    outputs = {**bundle.outputs, "nvidia-smi-q-x.xml": no_driver, "lspci.txt": Output(lspci)}
+    facts = from_bundle(type(bundle)(bundle.host, outputs, bundle.sysfs))
+    v = judge(emulated.expected_host(), facts)
+    assert [m.field for m in v.mismatches] == ["gpus.driver"]
+    assert "couldn't communicate with the NVIDIA driver" in str(v.mismatches[0].observed)
+    # GPU checks could not run: UNKNOWN, which never counts as passing.
+    assert {c.name: c.status for c in v.checks}["gpu.ecc"] == "UNKNOWN" and not v.passed
+
+    seven = "\n".join(lspci.splitlines()[:7])
+    facts = from_bundle(type(bundle)(bundle.host, {**outputs, "lspci.txt": Output(seven)},
+                                     bundle.sysfs))
+    assert [m.field for m in judge(emulated.expected_host(), facts).mismatches] == [
+        "gpus.count"]
+
+
+def test_nothing_collected_is_never_a_pass():
+    v = judge(emulated.expected_host(),
+              from_bundle(type(emulated.bundle(emulated.healthy_profile()))("h", {})))
+    assert not v.passed
+    assert "system.serial" in {m.field for m in v.mismatches}
+
+
+def test_journal_lists_every_reason_and_reports_agree():
+    v = verdict_for(hwemu.inject(emulated.with_fault("xid-79"), "ib-port-down"))
+    text = journal_text(v)
+    assert text.startswith("racklift verify: failed: 2 problem(s).")
+    assert "kernel.gpu_errors: CRITICAL" in text and "ib.links: CRITICAL" in text
+    data = report.to_json([v], "test")
+    assert data["summary"] == {"hosts": 1, "passed": 0, "failed": 1}
+    assert data["hosts"][0]["failures"] == v.failures
+    junit = report.to_junit([v, verdict_for(emulated.healthy_profile())])
+    assert 'tests="2" failures="1"' in junit and "ib.links: CRITICAL" in junit

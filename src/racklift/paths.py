@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+# The project tree (ansible.cfg, playbooks/, roles/, inventory/): the checkout this package
+# runs from, or RACKLIFT_HOME for an install elsewhere (pip install -e . keeps the checkout).
+REPO_ROOT = Path(os.environ.get("RACKLIFT_HOME") or Path(__file__).resolve().parents[2])
 
 
 def cache_dir() -> Path:

@@ -3,19 +3,35 @@
 from __future__ import annotations
 
 from invoke import Collection, task
+from invoke.exceptions import Exit
 
+from racklift.console import console
 from racklift.tasks import lab, netbox
 from racklift.tasks.netbox import bootstrap, expected, seed, up
 from racklift.tasks.verify import bundle, facts_, parse, verify
 
+DEMO_FLAKY_HOST = "lab-l01-02"
+
 
 @task
 def demo(c):
-    """Bring up the lab NetBox, seed the demo rack (R01, 8 GPU servers), show what it expects."""
+    """The built-in lab end to end: NetBox with the demo rack R01 (8 GPU servers, their
+    expected state), then a lab rack L01 of 4 container hosts, one of them with a GPU that
+    fell off the bus (Xid 79), through the gate: 3 admitted, 1 refused."""
     up(c)
     bootstrap(c)
     seed(c, racks=1)
     expected(c, rack="R01")
+    lab.up(c, hosts=4, rack="L01")
+    lab.heal(c, host=DEMO_FLAKY_HOST)  # a re-run starts from a healthy rack
+    lab.fault(c, host=DEMO_FLAKY_HOST, kind="xid-79")
+    try:
+        verify(c, rack="L01")
+    except Exit:
+        pass  # the refused host is the point of the demo
+    console.print(f"[bold]{DEMO_FLAKY_HOST} was refused, the others joined the pool.[/] "
+                  f"Heal it and verify again: racklift lab.heal --host {DEMO_FLAKY_HOST} "
+                  "&& racklift verify --rack L01")
 
 
 namespace = Collection(demo, verify, parse, facts_, bundle)

@@ -1,0 +1,1 @@
+"""The gate: compare what hosts are with what NetBox says, check their health, decide."""

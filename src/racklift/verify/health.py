@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from racklift.facts.host import HostFacts
+from racklift.facts.model import GPUFacts
 from racklift.netbox.model import ExpectedHost
 
 OK, WARNING, CRITICAL, UNKNOWN = "OK", "WARNING", "CRITICAL", "UNKNOWN"
@@ -27,67 +28,64 @@ class CheckResult:
 Check = Callable[[ExpectedHost, HostFacts], CheckResult]
 
 
-def _no_gpus(name: str, facts: HostFacts) -> CheckResult:
-    return CheckResult(name, UNKNOWN, f"no GPU facts: {facts.nvidia_error}")
+GpuCheck = Callable[[tuple[GPUFacts, ...]], tuple[str, str]]
 
 
-def ecc(expected: ExpectedHost, facts: HostFacts) -> CheckResult:
-    name = "gpu.ecc"
-    if facts.nvidia is None:
-        return _no_gpus(name, facts)
-    off = [g.index for g in facts.nvidia.gpus if (g.ecc_mode_current or "") != "Enabled"]
-    bad = {g.index: g.ecc_volatile_uncorrected for g in facts.nvidia.gpus
-           if g.ecc_volatile_uncorrected}
+def _gpu_check(name: str) -> Callable[[GpuCheck], Check]:
+    """A check over the GPUs nvidia-smi reported; UNKNOWN when it reported none."""
+    def decorate(judge: GpuCheck) -> Check:
+        def check(expected: ExpectedHost, facts: HostFacts) -> CheckResult:
+            if facts.nvidia is None:
+                return CheckResult(name, UNKNOWN, f"no GPU facts: {facts.nvidia_error}")
+            return CheckResult(name, *judge(facts.nvidia.gpus))
+        check.__name__ = judge.__name__
+        return check
+    return decorate
+
+
+@_gpu_check("gpu.ecc")
+def ecc(gpus: tuple[GPUFacts, ...]) -> tuple[str, str]:
+    off = [g.index for g in gpus if (g.ecc_mode_current or "") != "Enabled"]
+    bad = {g.index: g.ecc_volatile_uncorrected for g in gpus if g.ecc_volatile_uncorrected}
     if bad:
-        return CheckResult(name, CRITICAL, f"uncorrected volatile ECC errors on GPU "
-                           f"{', '.join(f'{i} ({n})' for i, n in bad.items())}: drain, reset "
-                           "the GPU, and RMA if they return")
+        return CRITICAL, (f"uncorrected volatile ECC errors on GPU "
+                          f"{', '.join(f'{i} ({n})' for i, n in bad.items())}: drain, reset "
+                          "the GPU, and RMA if they return")
     if off:
-        return CheckResult(name, CRITICAL, f"ECC not enabled on GPU {off}: "
-                           "nvidia-smi -e 1 and reboot")
-    return CheckResult(name, OK, "ECC enabled, no uncorrected errors")
+        return CRITICAL, f"ECC not enabled on GPU {off}: nvidia-smi -e 1 and reboot"
+    return OK, "ECC enabled, no uncorrected errors"
 
 
-def memory_remapping(expected: ExpectedHost, facts: HostFacts) -> CheckResult:
-    name = "gpu.memory_remapping"
-    if facts.nvidia is None:
-        return _no_gpus(name, facts)
-    failed = [g.index for g in facts.nvidia.gpus if g.remapped_rows_failure]
-    pending = [g.index for g in facts.nvidia.gpus
-               if g.remapped_rows_pending or g.retired_pages_pending]
+@_gpu_check("gpu.memory_remapping")
+def memory_remapping(gpus: tuple[GPUFacts, ...]) -> tuple[str, str]:
+    failed = [g.index for g in gpus if g.remapped_rows_failure]
+    pending = [g.index for g in gpus if g.remapped_rows_pending or g.retired_pages_pending]
     if failed:
-        return CheckResult(name, CRITICAL, f"row remapping failed on GPU {failed}: RMA")
+        return CRITICAL, f"row remapping failed on GPU {failed}: RMA"
     if pending:
-        return CheckResult(name, CRITICAL, f"row remap / page retirement pending on GPU "
-                           f"{pending}: reset the GPU (or reboot) before it joins the pool")
-    return CheckResult(name, OK, "no pending or failed remapping")
+        return CRITICAL, (f"row remap / page retirement pending on GPU {pending}: reset the "
+                          "GPU (or reboot) before it joins the pool")
+    return OK, "no pending or failed remapping"
 
 
-def pcie_links(expected: ExpectedHost, facts: HostFacts) -> CheckResult:
-    name = "gpu.pcie_link"
-    if facts.nvidia is None:
-        return _no_gpus(name, facts)
+@_gpu_check("gpu.pcie_link")
+def pcie_links(gpus: tuple[GPUFacts, ...]) -> tuple[str, str]:
     # Width is what degrades with a bad riser or cable; the link *speed* drops to a lower
     # generation at idle by design, so a lower current generation alone is not a fault.
-    narrow = [f"GPU {g.index} x{g.pcie_width_current} of x{g.pcie_width_max}"
-              for g in facts.nvidia.gpus
+    narrow = [f"GPU {g.index} x{g.pcie_width_current} of x{g.pcie_width_max}" for g in gpus
               if g.pcie_width_current and g.pcie_width_max
               and g.pcie_width_current < g.pcie_width_max]
     if narrow:
-        return CheckResult(name, CRITICAL, f"PCIe link degraded: {', '.join(narrow)}: reseat "
-                           "the GPU / check the riser")
-    return CheckResult(name, OK, "all GPU links at full width")
+        return CRITICAL, f"PCIe link degraded: {', '.join(narrow)}: reseat the GPU / riser"
+    return OK, "all GPU links at full width"
 
 
-def persistence(expected: ExpectedHost, facts: HostFacts) -> CheckResult:
-    name = "gpu.persistence_mode"
-    if facts.nvidia is None:
-        return _no_gpus(name, facts)
-    off = [g.index for g in facts.nvidia.gpus if (g.persistence_mode or "") != "Enabled"]
+@_gpu_check("gpu.persistence_mode")
+def persistence(gpus: tuple[GPUFacts, ...]) -> tuple[str, str]:
+    off = [g.index for g in gpus if (g.persistence_mode or "") != "Enabled"]
     if off:
-        return CheckResult(name, WARNING, f"persistence mode off on GPU {off}: enable "
-                           "nvidia-persistenced")
-    return CheckResult(name, OK, "persistence mode on")
+        return WARNING, f"persistence mode off on GPU {off}: enable nvidia-persistenced"
+    return OK, "persistence mode on"
 
 
 def kernel_log(expected: ExpectedHost, facts: HostFacts) -> CheckResult:

@@ -19,7 +19,7 @@ def test(c, k=None, x=False):
 @task
 def lint(c):
     """ruff over the package, plugins, tests and tasks."""
-    c.run(".venv/bin/ruff check src plugins tests tasks.py benchmarks")
+    c.run(".venv/bin/ruff check src plugins playbooks tests tasks.py benchmarks")
 
 
 namespace.add_task(test)

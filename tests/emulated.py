@@ -15,6 +15,14 @@ from racklift.netbox.model import (
 )
 
 PLAN = hosts.plan(1, "U01").hosts[0]
+# lscpu -J of util-linux 2.39+ (fields nested under the vendor), for a 2-socket Sapphire Rapids
+LSCPU = json.dumps({"lscpu": [
+    {"field": "Architecture:", "data": "x86_64"},
+    {"field": "CPU(s):", "data": "224"},
+    {"field": "Vendor ID:", "data": "GenuineIntel", "children": [
+        {"field": "Model name:", "data": "Intel(R) Xeon(R) Platinum 8480+", "children": [
+            {"field": "Core(s) per socket:", "data": "56"},
+            {"field": "Socket(s):", "data": "2"}]}]}]})
 
 
 def expected_host(gpu_serials: dict[int, str] | None = None) -> ExpectedHost:
@@ -73,6 +81,8 @@ def bundle(profile: hwemu.Profile) -> Bundle:
         "os-release.txt": Output('PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\n'
                                  'VERSION_ID="12"\n'),
         "uname.txt": Output("6.1.0-28-amd64\n"),
+        "lscpu.json": Output(LSCPU),
+        "meminfo.txt": Output("MemTotal:       2113445472 kB\nMemFree:        2000000000 kB\n"),
         "packages.txt": Output("openssh-server\t1:9.2p1-2+deb12u3\tii \n"),
         "services.txt": Output("nvidia-fabricmanager\tinactive\ndocker\tinactive\n"),
         "df.txt": Output("Filesystem 1-blocks Used Available Capacity Mounted on\n"

@@ -23,6 +23,8 @@ COMMANDS = {
     "dmesg.txt": "dmesg",
     "ip-link.json": "ip -j link show",
     "ip-addr.json": "ip -j addr show",
+    "lscpu.json": "lscpu -J",
+    "meminfo.txt": "cat /proc/meminfo",
     "os-release.txt": "cat /etc/os-release",
     "uname.txt": "uname -r",
     "packages.txt": "dpkg-query -W -f '${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'",

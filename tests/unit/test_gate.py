@@ -99,3 +99,16 @@ def test_journal_lists_every_reason_and_reports_agree():
     assert data["hosts"][0]["failures"] == v.failures
     junit = report.to_junit([v, verdict_for(emulated.healthy_profile())])
     assert 'tests="2" failures="1"' in junit and "ib.links: CRITICAL" in junit
+
+
+def test_cpu_and_memory_facts_from_both_lscpu_layouts():
+    facts = from_bundle(emulated.bundle(emulated.healthy_profile()))
+    assert facts.cpu is not None
+    assert (facts.cpu.model, facts.cpu.sockets, facts.cpu.cores_per_socket, facts.cpu.threads) \
+        == ("Intel(R) Xeon(R) Platinum 8480+", 2, 56, 224)
+    assert facts.memory_mib == 2113445472 // 1024
+    # util-linux 2.38 (Debian 12) prints the same fields flat.
+    from racklift.facts.parsers import parse_lscpu_json
+    flat = ('{"lscpu": [{"field": "CPU(s):", "data": "2"}, {"field": "Model name:", '
+            '"data": "AMD EPYC"}, {"field": "Socket(s):", "data": "1"}]}')
+    assert parse_lscpu_json(flat).model == "AMD EPYC"

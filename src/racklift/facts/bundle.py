@@ -10,6 +10,8 @@ Layout of `<bundle>/<host>/`:
     dmesg.txt            dmesg
     ip-link.json         ip -j link show
     ip-addr.json         ip -j addr show
+    lscpu.json           lscpu -J
+    meminfo.txt          /proc/meminfo
     os-release.txt       /etc/os-release
     uname.txt            uname -r
     packages.txt         dpkg-query -W (package, version, status)

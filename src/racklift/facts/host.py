@@ -10,6 +10,7 @@ from typing import Any
 from racklift.facts import parsers
 from racklift.facts.bundle import Bundle
 from racklift.facts.model import (
+    CPUFacts,
     HCAPortFacts,
     KernelEvent,
     NvidiaSmiFacts,
@@ -44,6 +45,8 @@ class DiskFacts:
 class HostFacts:
     host: str
     system: SystemFacts | None = None
+    cpu: CPUFacts | None = None
+    memory_mib: int | None = None
     nvidia: NvidiaSmiFacts | None = None
     nvidia_error: str | None = None  # why nvidia-smi gave no facts
     pci_gpus: tuple[PCIDeviceFacts, ...] = ()
@@ -165,6 +168,8 @@ def from_bundle(bundle: Bundle) -> HostFacts:
     return HostFacts(
         host=bundle.host,
         system=_parsed(parsers.parse_dmidecode, bundle, "dmidecode.txt", missing, None),
+        cpu=_parsed(parsers.parse_lscpu_json, bundle, "lscpu.json", missing, None),
+        memory_mib=_parsed(parsers.parse_meminfo, bundle, "meminfo.txt", missing, None),
         nvidia=nvidia, nvidia_error=nvidia_error,
         pci_gpus=tuple(parsers.nvidia_gpus_on_pci(pci)),
         pci_hcas=tuple(d for d in pci if d.vendor_id == MELLANOX),

@@ -145,3 +145,13 @@ class KernelEvent(_Facts):
     wallclock: str | None = None  # "2025-02-23T16:24:18" from dmesg -T (local time)
     name: str | None = None  # short name of the Xid / AER class
     notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class CPUFacts(_Facts):
+    """``lscpu -J``."""
+
+    model: str | None
+    sockets: int | None
+    cores_per_socket: int | None
+    threads: int | None  # logical CPUs

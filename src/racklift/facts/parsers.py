@@ -9,6 +9,7 @@ instead of a report, an empty answer, garbage); output that is merely partial or
 from __future__ import annotations
 
 import csv
+import json
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
@@ -16,6 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from racklift.facts.model import (
+    CPUFacts,
     GPUFacts,
     HCAPortFacts,
     KernelEvent,
@@ -35,7 +37,9 @@ __all__ = [
     "parse_dmidecode_string",
     "parse_ibstat",
     "parse_ibv_devinfo",
+    "parse_lscpu_json",
     "parse_lspci",
+    "parse_meminfo",
     "parse_nvidia_smi_csv",
     "parse_nvidia_smi_xml",
     "parse_os_release",
@@ -898,3 +902,37 @@ def parse_os_release(text: str) -> dict[str, str]:
     if not result and any(line.strip() for line in _lines(text)):
         raise ParseError("os-release", "no KEY=value lines")
     return result
+
+
+def _lscpu_fields(entries: list[Any]) -> dict[str, str]:
+    """Flatten lscpu's JSON: util-linux >= 2.39 nests fields under "children"."""
+    fields: dict[str, str] = {}
+    for entry in entries:
+        fields[str(entry.get("field", "")).rstrip(":")] = str(entry.get("data") or "")
+        fields.update(_lscpu_fields(entry.get("children") or []))
+    return fields
+
+
+def parse_lscpu_json(text: str) -> CPUFacts:
+    """``lscpu -J``: CPU model and topology."""
+    try:
+        fields = _lscpu_fields(json.loads(text)["lscpu"])
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise ParseError("lscpu", "not the JSON of lscpu -J") from None
+
+    def number(key: str) -> int | None:
+        value = fields.get(key, "")
+        return int(value) if value.isdigit() else None
+
+    return CPUFacts(model=fields.get("Model name") or None, sockets=number("Socket(s)"),
+                    cores_per_socket=number("Core(s) per socket"), threads=number("CPU(s)"))
+
+
+def parse_meminfo(text: str) -> int | None:
+    """``/proc/meminfo``: MemTotal in MiB."""
+    for line in _lines(text):
+        if line.startswith("MemTotal:"):
+            parts = line.split()
+            if len(parts) >= 2 and parts[1].isdigit():
+                return int(parts[1]) // 1024
+    raise ParseError("meminfo", "no MemTotal line")

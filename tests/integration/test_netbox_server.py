@@ -39,3 +39,20 @@ def test_down_then_up_keeps_the_data(instance, empty_netbox):
     print(f"\n[netbox] cold start from the existing database in {time.monotonic() - started:.1f} s")
     assert not result.already_running
     assert empty_netbox.count("extras/tags", {"slug": "survivor"}) == 1
+
+
+def test_taken_port_is_a_clear_error(tmp_path):
+    import socket
+
+    import pytest
+
+    from racklift.errors import LabError
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        other = netbox_server.NetBoxInstance("porttest", port, redis_base=4)
+        with pytest.raises(LabError, match=rf"port {port} is taken by another process: stop it "
+                                           r"or choose another port \(RACKLIFT_PORTTEST_NETBOX"):
+            netbox_server.up(other)

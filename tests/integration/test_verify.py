@@ -13,7 +13,7 @@ import pytest
 
 from helpers import BIN, FIXTURES, REPO
 from helpers import TEST_NET as NET
-from racklift.lab import hardware, hwemu, netbox_server
+from racklift.lab import hardware, hwemu, netbox_server, podman
 from racklift.lab import rack as lab_rack
 from racklift.netbox.client import NetBox
 from racklift.netbox.reader import Selection, read_hosts
@@ -114,6 +114,36 @@ def test_each_fault_fails_its_host_and_heal_restores_it(netbox, settings, lab, f
     assert set(statuses(netbox).values()) == {"active"}
 
 
+def test_adopted_gpu_serials_catch_a_swapped_gpu(netbox, settings, lab):
+    name = lab.hosts[0].name
+    healthy = hardware.load(name, NET)
+    run = verify(netbox, Selection(names=(name,)), adopt_serials=True)
+    assert run.verdicts[0].passed
+    host = read_hosts(netbox, Selection(names=(name,)))[0]
+    assert [g.serial for g in host.gpus] == [g.serial for g in healthy.gpus]
+    # Adopting again changes nothing: blanks only.
+    verify(netbox, Selection(names=(name,)), adopt_serials=True)
+    hardware.inject({name: ["gpu-serial-changed"]}, macs(netbox, [name]), settings, NET)
+    run = verify(netbox, Selection(names=(name,)), adopt_serials=True,
+                 mark_active_failed=True)
+    assert run.verdicts[0].failures == [
+        f"gpus[3].serial: expected {healthy.gpus[3].serial!r}, observed "
+        f"{hardware.load(name, NET).gpus[3].serial!r} [critical] — GPU in slot GPU3 is not the "
+        "one NetBox records: update the inventory item after an RMA, or find the swap"]
+    # The recorded serial was not overwritten by --adopt.
+    assert read_hosts(netbox, Selection(names=(name,)))[0].gpus[3].serial == \
+        healthy.gpus[3].serial
+    hardware.heal([name], macs(netbox, [name]), settings, NET)
+    assert verify(netbox, Selection(names=(name,))).verdicts[0].passed
+
+
+def test_without_adopt_nothing_observed_is_written(netbox, lab):
+    name = lab.hosts[1].name
+    verify(netbox, Selection(names=(name,)))
+    host = read_hosts(netbox, Selection(names=(name,)))[0]
+    assert all(g.serial is None for g in host.gpus)
+
+
 def test_active_hosts_are_only_reported_without_the_flag(netbox, settings, lab):
     name = lab.hosts[3].name
     hardware.inject({name: ["xid-79"]}, macs(netbox, [name]), settings, NET)
@@ -122,6 +152,27 @@ def test_active_hosts_are_only_reported_without_the_flag(netbox, settings, lab):
     assert not run.verdicts[0].passed and run.verdicts[0].changes == ()
     assert statuses(netbox)[name] == "active" and len(journal(netbox)) == before
     hardware.heal([name], macs(netbox, [name]), settings, NET)
+
+
+def test_unreachable_and_incomplete_hosts_fail_with_their_reason(netbox, lab):
+    down, incomplete = lab.hosts[2], lab.hosts[3]
+    podman.podman("stop", "-t", "1", down.name)
+    device = netbox.get_all("dcim/devices", {"name": incomplete.name})[0]
+    netbox.update("dcim/devices", [{"id": device["id"], "serial": ""}])
+    try:
+        run = verify(netbox, SELECT, mark_active_failed=True)
+        by_host = {v.host: v for v in run.verdicts}
+        assert by_host[down.name].failures[0].startswith("collection: unreachable: ")
+        assert by_host[incomplete.name].failures == [
+            "NetBox record: serial: no serial number: set the chassis serial on the device "
+            "in NetBox"]
+        assert by_host[lab.hosts[0].name].passed and by_host[lab.hosts[1].name].passed
+        assert statuses(netbox)[down.name] == "failed"
+    finally:
+        podman.podman("start", down.name)
+        netbox.update("dcim/devices", [{"id": device["id"], "serial": incomplete.serial}])
+        lab_rack.up(netbox, 4, RACK, net=NET)  # SSH back, hardware re-applied
+    assert all(v.passed for v in verify(netbox, SELECT).verdicts)
 
 
 def racklift(*args, **env):

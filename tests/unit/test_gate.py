@@ -112,3 +112,15 @@ def test_cpu_and_memory_facts_from_both_lscpu_layouts():
     flat = ('{"lscpu": [{"field": "CPU(s):", "data": "2"}, {"field": "Model name:", '
             '"data": "AMD EPYC"}, {"field": "Socket(s):", "data": "1"}]}')
     assert parse_lscpu_json(flat).model == "AMD EPYC"
+
+
+def test_adopt_fills_blank_gpu_serials_only():
+    from racklift.verify.adopt import gpu_serials_to_adopt
+
+    profile = emulated.healthy_profile()
+    facts = from_bundle(emulated.bundle(profile))
+    blank = gpu_serials_to_adopt(emulated.expected_host(), facts)
+    assert blank == {f"GPU{n}": g.serial for n, g in enumerate(profile.gpus)}
+    recorded = gpu_serials_to_adopt(emulated.expected_host(gpu_serials={0: "1650000000000"}),
+                                    facts)
+    assert "GPU0" not in recorded and len(recorded) == 7

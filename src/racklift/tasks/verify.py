@@ -44,9 +44,10 @@ def _plain(value: Any) -> Any:
 @task(help={**SELECTION_HELP,
             "check": "report only: write nothing to NetBox",
             "mark_failed": "also mark failing `active` hosts `failed` (default: drift report)",
+            "adopt": "record first-seen GPU serials on blank NetBox inventory items",
             "json": "print the JSON report on stdout"})
 def verify(c, site=None, rack=None, role="gpu-server", status=None, host=None, check=False,
-           mark_failed=False, json=False):
+           mark_failed=False, adopt=False, json=False):
     """The gate: collect each host's facts, compare them with NetBox, run health checks.
 
     staged/failed hosts become `active` only when everything passes, otherwise `failed`,
@@ -56,7 +57,7 @@ def verify(c, site=None, rack=None, role="gpu-server", status=None, host=None, c
     chosen = selection(site, rack, role, status, host)
     with operator_errors():
         run = verify_hosts(connect(), chosen, write=not check, mark_active_failed=mark_failed,
-                           progress=lambda m: console.print(f"[dim]{m}[/]"))
+                           adopt_serials=adopt, progress=lambda m: console.print(f"[dim]{m}[/]"))
         report_file, junit = report.write(run.run_dir, run.verdicts, chosen.describe())
     console.print(report.table(run.verdicts, f"verify: {chosen.describe()}"))
     counts = report.summary(run.verdicts)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from racklift.facts.host import from_bundle
 from racklift.netbox.client import NetBox
 from racklift.netbox.model import ExpectedHost
 from racklift.netbox.reader import Selection, read_hosts
+from racklift.verify.adopt import adopt
 from racklift.verify.verdict import HostVerdict, judge, not_verified, record
 
 
@@ -35,22 +37,19 @@ def new_run_dir(kind: str) -> Path:
 
 def collect(netbox: NetBox, hosts: list[ExpectedHost],
             bundle_dir: Path) -> dict[str, bundles.Bundle | str]:
-    """Each host's bundle, or why there is none."""
-    raw = bundle_dir / "raw"
-    raw.mkdir(parents=True, exist_ok=True)
-    result = run_playbook("collect.yml", [h.name for h in hosts], netbox.settings,
-                          {"RACKLIFT_BUNDLE_DIR": str(raw.resolve())})
+    """Each host's bundle (also written under `bundle_dir`), or why there is none."""
     out: dict[str, bundles.Bundle | str] = {}
-    for host in hosts:
-        document = raw / f"{host.name}.json"
-        if host.name in result.failed or not document.exists():
-            out[host.name] = result.failed.get(host.name, "no facts came back")
-            continue
-        bundle = bundles.from_collector(host.name, json.loads(document.read_text()))
-        bundles.write(bundle, bundle_dir)
-        document.unlink()
-        out[host.name] = bundle
-    raw.rmdir()
+    with tempfile.TemporaryDirectory(prefix="racklift-collect-") as tmp:
+        result = run_playbook("collect.yml", [h.name for h in hosts], netbox.settings,
+                              {"RACKLIFT_BUNDLE_DIR": tmp})
+        for host in hosts:
+            document = Path(tmp) / f"{host.name}.json"
+            if host.name in result.failed or not document.exists():
+                out[host.name] = result.failed.get(host.name, "no facts came back")
+                continue
+            bundle = bundles.from_collector(host.name, json.loads(document.read_text()))
+            bundles.write(bundle, bundle_dir)
+            out[host.name] = bundle
     return out
 
 
@@ -62,7 +61,7 @@ class VerifyRun:
 
 
 def verify(netbox: NetBox, selection: Selection, *, write: bool = True,
-           mark_active_failed: bool = False,
+           mark_active_failed: bool = False, adopt_serials: bool = False,
            progress: Callable[[str], None] = lambda _: None) -> VerifyRun:
     started = time.monotonic()
     run_dir = new_run_dir("verify")
@@ -72,12 +71,17 @@ def verify(netbox: NetBox, selection: Selection, *, write: bool = True,
     progress(f"collecting facts from {len(reachable)} hosts")
     collected = collect(netbox, reachable, run_dir / "bundles") if reachable else {}
     verdicts = []
+    observed = []
     for host in hosts:
         got = collected.get(host.name)
         if isinstance(got, bundles.Bundle):
-            verdicts.append(judge(host, from_bundle(got)))
+            facts = from_bundle(got)
+            observed.append((host, facts))
+            verdicts.append(judge(host, facts))
         else:
             verdicts.append(not_verified(host, got))
+    if write and adopt_serials:
+        progress(f"adopted {adopt(netbox, observed)} first-seen GPU serials into NetBox")
     if write:
         verdicts = record(netbox, verdicts, mark_active_failed=mark_active_failed)
     return VerifyRun(verdicts, run_dir, time.monotonic() - started)

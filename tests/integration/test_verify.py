@@ -17,6 +17,7 @@ from racklift.lab import hardware, hwemu, netbox_server, podman
 from racklift.lab import rack as lab_rack
 from racklift.netbox.client import NetBox
 from racklift.netbox.reader import Selection, read_hosts
+from racklift.verify import report
 from racklift.verify.run import verify
 
 RACK = "V01"
@@ -175,6 +176,30 @@ def test_unreachable_and_incomplete_hosts_fail_with_their_reason(netbox, lab):
     assert all(v.passed for v in verify(netbox, SELECT).verdicts)
 
 
+def test_planned_hosts_are_not_contacted(netbox, lab):
+    # An address in the tests' own lab network where no host answers: even a bug that
+    # connected would stay inside the sandbox.
+    device = netbox.create("dcim/devices", [{
+        "name": "planned-host", "device_type": {"slug": "supermicro-sys-421ge-tnhr2-lcc"},
+        "role": {"slug": "gpu-server"}, "site": {"slug": "lab1"}, "rack": {"name": RACK},
+        "status": "planned", "serial": "PLANNED1"}])[0]
+    eno1 = netbox.get_all("dcim/interfaces", {"device_id": device["id"], "name": "eno1"})[0]
+    ip = netbox.create("ipam/ip-addresses", [{
+        "address": f"{NET.subnet.network_address + 250}/24",
+        "assigned_object_type": "dcim.interface", "assigned_object_id": eno1["id"]}])[0]
+    netbox.update("dcim/devices", [{"id": device["id"], "primary_ip4": ip["id"]}])
+    try:
+        run = verify(netbox, SELECT)
+        planned = next(v for v in run.verdicts if v.host == "planned-host")
+        assert planned.skipped and not planned.failed and not planned.passed
+        assert not (run.run_dir / "bundles" / "planned-host").exists()
+        assert report.summary(run.verdicts) == {"hosts": 5, "passed": 4, "failed": 0,
+                                                "skipped": 1}
+        assert statuses(netbox)["planned-host"] == "planned"
+    finally:
+        netbox.delete("dcim/devices", [device["id"]])
+
+
 def racklift(*args, **env):
     return subprocess.run([str(BIN / "racklift"), *args], capture_output=True, text=True,
                           cwd=REPO, timeout=300, env={**os.environ, **env})
@@ -189,7 +214,7 @@ def test_cli_report_files_exit_code_and_offline_diagnosis(instance, netbox, sett
     result = racklift("verify", "--rack", RACK, "--check", "--json", **env)
     assert result.returncode == 1, result.stderr
     data = json.loads(result.stdout)
-    assert data["summary"] == {"hosts": 4, "passed": 3, "failed": 1}
+    assert data["summary"] == {"hosts": 4, "passed": 3, "failed": 1, "skipped": 0}
     assert instance.token not in result.stdout + result.stderr
     run_dir = next(tmp_path.glob("*-verify"))
     junit = ET.parse(run_dir / "junit.xml").getroot()

@@ -95,7 +95,7 @@ def test_journal_lists_every_reason_and_reports_agree():
     assert text.startswith("racklift verify: failed: 2 problem(s).")
     assert "kernel.gpu_errors: CRITICAL" in text and "ib.links: CRITICAL" in text
     data = report.to_json([v], "test")
-    assert data["summary"] == {"hosts": 1, "passed": 0, "failed": 1}
+    assert data["summary"] == {"hosts": 1, "passed": 0, "failed": 1, "skipped": 0}
     assert data["hosts"][0]["failures"] == v.failures
     junit = report.to_junit([v, verdict_for(emulated.healthy_profile())])
     assert 'tests="2" failures="1"' in junit and "ib.links: CRITICAL" in junit

@@ -20,7 +20,7 @@ from racklift.tasks.common import SELECTION_HELP, connect, operator_errors, sele
 from racklift.verify import report
 from racklift.verify.run import collect, new_run_dir
 from racklift.verify.run import verify as verify_hosts
-from racklift.verify.verdict import judge
+from racklift.verify.verdict import VERIFIED, judge
 
 PARSERS = {
     "nvidia-smi-xml": parsers.parse_nvidia_smi_xml,
@@ -61,7 +61,8 @@ def verify(c, site=None, rack=None, role="gpu-server", status=None, host=None, c
         report_file, junit = report.write(run.run_dir, run.verdicts, chosen.describe())
     console.print(report.table(run.verdicts, f"verify: {chosen.describe()}"))
     counts = report.summary(run.verdicts)
-    console.print(f"{counts['passed']} passed, {counts['failed']} failed in {run.seconds:.1f} s"
+    console.print(f"{counts['passed']} passed, {counts['failed']} failed, "
+                  f"{counts['skipped']} skipped in {run.seconds:.1f} s"
                   f"{' (check: NetBox not written)' if check else ''}; "
                   f"report {report_file}, JUnit {junit}, bundles {run.run_dir / 'bundles'}")
     if json:
@@ -122,7 +123,12 @@ def bundle(c, site=None, rack=None, role=None, status=None, host=None, to=None):
     chosen = selection(site, rack, role, status, host)
     with operator_errors():
         netbox = connect()
-        hosts = [h for h in read_hosts(netbox, chosen) if h.address]
+        selected = read_hosts(netbox, chosen)
+        hosts = [h for h in selected if h.address and h.status in VERIFIED]
+        for h in selected:
+            if h not in hosts:
+                console.print(f"[dim]{h.name}: skipped (status {h.status}, "
+                              f"address {h.address or 'none'})[/]")
         target = Path(to) if to else new_run_dir("bundle")
         results = collect(netbox, hosts, target)
     for name, got in sorted(results.items()):

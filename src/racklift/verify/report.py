@@ -16,8 +16,9 @@ from racklift.verify.verdict import HostVerdict
 
 
 def summary(verdicts: Sequence[HostVerdict]) -> dict[str, int]:
-    passed = sum(1 for v in verdicts if v.passed)
-    return {"hosts": len(verdicts), "passed": passed, "failed": len(verdicts) - passed}
+    return {"hosts": len(verdicts), "passed": sum(1 for v in verdicts if v.passed),
+            "failed": sum(1 for v in verdicts if v.failed),
+            "skipped": sum(1 for v in verdicts if v.skipped)}
 
 
 def table(verdicts: Sequence[HostVerdict], title: str) -> Table:
@@ -28,10 +29,11 @@ def table(verdicts: Sequence[HostVerdict], title: str) -> Table:
     for v in verdicts:
         bad_checks = [c for c in v.checks if c.status not in ("OK",)]
         out.add_row(
-            v.host, v.status, "[green]PASS[/]" if v.passed else "[red]FAIL[/]",
+            v.host, v.status,
+            "[green]PASS[/]" if v.passed else "[dim]SKIP[/]" if v.skipped else "[red]FAIL[/]",
             str(len(v.mismatches)),
             f"{len(v.checks) - len(bad_checks)}/{len(v.checks)} OK" if v.checks else "-",
-            (v.failures or v.warnings or ["-"])[0],
+            (v.failures or v.warnings or [v.skipped or "-"])[0],
             ", ".join(v.changes) or "-")
     return out
 
@@ -47,11 +49,14 @@ def to_junit(verdicts: Sequence[HostVerdict]) -> str:
     """One test suite, one test case per host; a failed host lists every reason."""
     counts = summary(verdicts)
     suite = ET.Element("testsuite", name="racklift.verify", tests=str(counts["hosts"]),
-                       failures=str(counts["failed"]), errors="0")
+                       failures=str(counts["failed"]), errors="0",
+                       skipped=str(counts["skipped"]))
     for v in verdicts:
         case = ET.SubElement(suite, "testcase", classname=f"racklift.verify.{v.status}",
                              name=v.host)
-        if not v.passed:
+        if v.skipped:
+            ET.SubElement(case, "skipped", message=v.skipped)
+        elif not v.passed:
             reasons = v.failures or ["no checks ran"]
             failure = ET.SubElement(case, "failure", message=reasons[0], type="gate")
             failure.text = "\n".join(reasons)

@@ -18,7 +18,14 @@ from racklift.netbox.client import NetBox
 from racklift.netbox.model import ExpectedHost
 from racklift.netbox.reader import Selection, read_hosts
 from racklift.verify.adopt import adopt
-from racklift.verify.verdict import HostVerdict, judge, not_verified, record
+from racklift.verify.verdict import (
+    VERIFIED,
+    HostVerdict,
+    judge,
+    not_verified,
+    record,
+    skipped,
+)
 
 
 def runs_dir() -> Path:
@@ -67,14 +74,16 @@ def verify(netbox: NetBox, selection: Selection, *, write: bool = True,
     run_dir = new_run_dir("verify")
     hosts = read_hosts(netbox, selection)
     progress(f"{len(hosts)} hosts selected ({selection.describe()})")
-    reachable = [h for h in hosts if not h.problems and h.address]
+    reachable = [h for h in hosts if not h.problems and h.address and h.status in VERIFIED]
     progress(f"collecting facts from {len(reachable)} hosts")
     collected = collect(netbox, reachable, run_dir / "bundles") if reachable else {}
     verdicts = []
     observed = []
     for host in hosts:
         got = collected.get(host.name)
-        if isinstance(got, bundles.Bundle):
+        if host.status not in VERIFIED:
+            verdicts.append(skipped(host))
+        elif isinstance(got, bundles.Bundle):
             facts = from_bundle(got)
             observed.append((host, facts))
             verdicts.append(judge(host, facts))

@@ -17,6 +17,9 @@ from racklift.verify.health import PASSING, CheckResult, run_checks
 JOURNAL_HEADER = "racklift verify"
 # Statuses whose hosts the gate admits (active) or rejects (failed).
 GATED = ("staged", "failed")
+# Statuses whose hosts are looked at: others (planned, offline, ...) are not running racklift's
+# image yet, or are out of service, and are not connected to at all.
+VERIFIED = (*GATED, "active")
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,7 @@ class HostVerdict:
     problems: tuple[Problem, ...] = ()  # the NetBox record itself is incomplete
     error: str | None = None  # could not collect: unreachable, collector failed
     not_collected: tuple[str, ...] = ()
+    skipped: str | None = None  # not looked at, and why: neither a pass nor a failure
     changes: tuple[str, ...] = field(default=(), compare=False)  # what was written to NetBox
 
     @property
@@ -51,9 +55,14 @@ class HostVerdict:
         # Nothing is admitted on partial evidence: no checks run means no pass.
         return not self.failures and bool(self.checks)
 
+    @property
+    def failed(self) -> bool:
+        return not self.passed and self.skipped is None
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data.update(passed=self.passed, failures=self.failures, warnings=self.warnings)
+        data.update(passed=self.passed, failed=self.failed, failures=self.failures,
+                    warnings=self.warnings)
         return data
 
 
@@ -68,6 +77,12 @@ def not_verified(expected: ExpectedHost, error: str | None) -> HostVerdict:
     """A host that could not be looked at: incomplete record, or unreachable."""
     return HostVerdict(expected.name, expected.netbox_id, expected.status,
                        problems=expected.problems, error=error)
+
+
+def skipped(expected: ExpectedHost) -> HostVerdict:
+    return HostVerdict(expected.name, expected.netbox_id, expected.status,
+                       skipped=f"status {expected.status}: only {', '.join(VERIFIED)} hosts are "
+                               "verified")
 
 
 def journal_text(verdict: HostVerdict) -> str:
@@ -105,7 +120,7 @@ def record(netbox: NetBox, verdicts: Iterable[HostVerdict], *,
         if v.status == "active" and (v.passed or not mark_active_failed):
             written.append(v)  # drift report only: active hosts are not touched
             continue
-        if v.status not in GATED and v.status != "active":
+        if v.status not in GATED:
             written.append(v)  # planned, offline, ...: not in the pipeline, report only
             continue
         if v.status != target:

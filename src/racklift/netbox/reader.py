@@ -112,8 +112,10 @@ def fetch(netbox: NetBox, selection: Selection) -> RawModel:
                                       fields=INTERFACE_FIELDS),
         ip_addresses=netbox.get_for_ids("ipam/ip-addresses", "device_id", device_ids,
                                         fields=IP_FIELDS),
+        # Only the serials NetBox records matter (the slots come from the templates): on a
+        # new site that is none of 8 items per host, a third of the read at 10,000 hosts.
         items=netbox.get_for_ids("dcim/inventory-items", "device_id", device_ids,
-                                 fields=ITEM_FIELDS),
+                                 {"serial__empty": "false"}, fields=ITEM_FIELDS),
     )
 
 

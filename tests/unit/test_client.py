@@ -61,3 +61,14 @@ def test_auth_header_tells_v1_from_v2_tokens():
     assert auth_header("0123456789abcdef0123456789abcdef01234567") == (
         "Token 0123456789abcdef0123456789abcdef01234567")
     assert auth_header("nbt_AbCd1234.s3cr3tPlainText") == "Bearer nbt_AbCd1234.s3cr3tPlainText"
+
+
+def test_id_groups_keep_urls_short_whatever_the_id_width():
+    from racklift.netbox.client import ID_QUERY_BUDGET, id_groups
+
+    for ids in (range(1, 10_001), range(10_000_000, 10_005_000), [5, 3, 3, 1]):
+        groups = list(id_groups("device_id", ids))
+        assert [i for g in groups for i in g] == sorted(set(ids))
+        for group in groups:
+            assert sum(len(f"device_id={i}&") for i in group) <= ID_QUERY_BUDGET + 1
+    assert len(list(id_groups("device_id", range(1, 9)))) == 1  # a rack: one request

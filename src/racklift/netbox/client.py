@@ -125,6 +125,26 @@ def _http_error(url: str, what: str, response: requests.Response,
                        f"(HTTP {response.status_code}): {detail}")
 
 
+# gunicorn, which serves NetBox, refuses request lines over 4094 bytes: leave room for the
+# path, the fields and the other filters.
+ID_QUERY_BUDGET = 3000
+
+
+def id_groups(key: str, ids: Iterable[int], budget: int = ID_QUERY_BUDGET) -> Iterator[list[int]]:
+    """Sorted unique ids in groups whose `key=id&...` query string stays within `budget`."""
+    group: list[int] = []
+    used = 0
+    for value in sorted(set(ids)):
+        cost = len(key) + len(str(value)) + 2
+        if group and used + cost > budget:
+            yield group
+            group, used = [], 0
+        group.append(value)
+        used += cost
+    if group:
+        yield group
+
+
 def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
     for start in range(0, len(items), size):
         yield items[start:start + size]
@@ -194,13 +214,11 @@ class NetBox:
 
     def get_for_ids(self, endpoint: str, key: str, ids: Iterable[int],
                     params: Mapping[str, Any] | None = None,
-                    fields: Iterable[str] | None = None,
-                    chunk: int = 200) -> list[dict[str, Any]]:
-        """Objects whose `key` filter matches any of `ids`, asked for `chunk` ids at a time so
-        that URLs stay short; a rack is one request, a 10,000-host site a few dozen."""
-        unique = sorted(set(ids))
+                    fields: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Objects whose `key` filter matches any of `ids`, asked for as many ids at a time as
+        fit a short URL; a rack is one request, a 10,000-host site a few dozen."""
         results: list[dict[str, Any]] = []
-        for group in _chunks(unique, chunk):
+        for group in id_groups(key, ids):
             results.extend(self.get_all(endpoint, {**(params or {}), key: group}, fields))
         return results
 

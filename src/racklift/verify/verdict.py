@@ -117,10 +117,11 @@ def record(netbox: NetBox, verdicts: Iterable[HostVerdict], *,
         target = target_status(v)
         text = journal_text(v)
         changes: list[str] = []
-        if v.status == "active" and (v.passed or not mark_active_failed):
-            written.append(v)  # drift report only: active hosts are not touched
-            continue
-        if v.status not in GATED:
+        if v.status == "active":
+            if v.passed or not mark_active_failed:
+                written.append(v)  # drift report only: active hosts are not touched
+                continue
+        elif v.status not in GATED:
             written.append(v)  # planned, offline, ...: not in the pipeline, report only
             continue
         if v.status != target:

@@ -92,14 +92,9 @@ class InventoryModule(BaseInventoryPlugin, Cacheable):
         return super().verify_file(path) and path.endswith(("racklift.yml", "racklift.yaml"))
 
     def _selection(self) -> Selection:
-        def values(option: str) -> tuple[str, ...]:
-            raw = self.get_option(option) or []
-            # A list from the environment arrives as one comma-separated string.
-            items = raw.split(",") if isinstance(raw, str) else raw
-            return tuple(v.strip() for v in items if v and v.strip())
-
-        return Selection(sites=values("sites"), racks=values("racks"), roles=values("roles"),
-                         statuses=values("statuses"), names=values("names"))
+        # A list from the environment arrives as one comma-separated string.
+        return Selection.of(**{key: self.get_option(key) for key in
+                               ("sites", "racks", "roles", "statuses", "names")})
 
     def parse(self, inventory, loader, path, cache=True):  # type: ignore[no-untyped-def]
         super().parse(inventory, loader, path, cache)

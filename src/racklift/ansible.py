@@ -25,7 +25,6 @@ PLAYBOOKS = REPO_ROOT / "playbooks"
 class PlaybookResult:
     rc: int
     failed: dict[str, str] = field(default_factory=dict)  # host → why (unreachable / failed)
-    stats: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def _host_failures(document: dict) -> dict[str, str]:
@@ -70,5 +69,4 @@ def run_playbook(name: str, hosts: Iterable[str], settings: NetBoxSettings,
         # No JSON means Ansible stopped before running: inventory or syntax error.
         raise RackliftError(f"ansible-playbook {name} did not run (exit {result.returncode}): "
                             f"{(result.stderr or result.stdout).strip()[-1500:]}") from None
-    return PlaybookResult(result.returncode, _host_failures(document),
-                          document.get("stats", {}))
+    return PlaybookResult(result.returncode, _host_failures(document))

@@ -52,6 +52,15 @@ class Selection:
     names: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
 
+    @classmethod
+    def of(cls, **values: str | Iterable[str] | None) -> Selection:
+        """From CLI flags or plugin options: each a comma-separated string or a list."""
+        def split(value: str | Iterable[str] | None) -> tuple[str, ...]:
+            items = value.split(",") if isinstance(value, str) else (value or ())
+            return tuple(v.strip() for v in items if v and v.strip())
+
+        return cls(**{key: split(value) for key, value in values.items()})
+
     def describe(self) -> str:
         parts = [f"{key}={','.join(values)}" for key, values in vars(self).items() if values]
         return " ".join(parts) or "all devices"

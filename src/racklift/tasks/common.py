@@ -42,14 +42,9 @@ def connect() -> NetBox:
     return NetBox.connect(netbox_settings())
 
 
-def _split(value: str | None) -> tuple[str, ...]:
-    return tuple(v.strip() for v in (value or "").split(",") if v.strip())
-
-
 def selection(site: str | None = None, rack: str | None = None, role: str | None = None,
               status: str | None = None, host: str | None = None) -> Selection:
-    return Selection(sites=_split(site), racks=_split(rack), roles=_split(role),
-                     statuses=_split(status), names=_split(host))
+    return Selection.of(sites=site, racks=rack, roles=role, statuses=status, names=host)
 
 
 @contextmanager

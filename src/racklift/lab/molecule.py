@@ -1,4 +1,8 @@
-"""Run roles' Molecule scenarios on the lab host image, with racklift's podman settings."""
+"""Run roles' Molecule scenarios on the lab host image, with racklift's podman settings.
+
+A scenario with a `standin-packages.yml` gets that stand-in apt repository (see
+`standin_repo`) mounted read-only at /srv/racklift-standin in its containers.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ import sys
 from pathlib import Path
 
 from racklift.errors import LabError
-from racklift.lab import podman
+from racklift.lab import podman, standin_repo
 from racklift.paths import REPO_ROOT
 
 ROLES = REPO_ROOT / "roles"
@@ -24,8 +28,13 @@ def run(role: str, command: str = "test", scenario: str = "default") -> subproce
     if not (role_dir / "molecule" / scenario / "molecule.yml").exists():
         raise LabError(f"role {role} has no Molecule scenario {scenario!r} "
                        f"(roles with scenarios: {', '.join(roles_with_scenarios())})")
+    spec = role_dir / "molecule" / scenario / "standin-packages.yml"
+    repo = standin_repo.build(spec) if spec.exists() else standin_repo.empty()
     bindir = Path(sys.executable).parent
     env = {**podman.env(), "RACKLIFT_LAB_IMAGE": podman.host_image(),
+           # Container names are per role, so scenarios of different roles can run at once.
+           "RACKLIFT_MOLECULE_INSTANCE": f"molecule-{role.replace('_', '-')}",
+           "RACKLIFT_STANDIN_REPO": str(repo),
            # Molecule calls ansible-* by name: the ones beside this Python.
            "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
            "ANSIBLE_FORCE_COLOR": "false", "PY_COLORS": "0"}

@@ -114,7 +114,7 @@ def _gnupg_env() -> dict[str, str]:
 
 
 def _build_deb(package: Package, work: Path, out: Path) -> Path:
-    root = work / package.name
+    root = work / f"{package.name}_{package.version}"
     (root / "DEBIAN").mkdir(parents=True)
     (root / "DEBIAN" / "control").write_text(package.fields() + package.description())
     marker = root / MARKER_DIR / package.name

@@ -1,0 +1,65 @@
+"""Bad input to a node role fails in its validate step, with a message that names the host and
+the variable to set, before any task that could change the host.
+
+The role runs against the controller itself in check mode, so even a missing check could not
+change this machine; the JSON callback shows which tasks ran before the failure.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from helpers import BIN, REPO
+
+CASES = {
+    "unknown driver branch": (
+        "nvidia_driver", {"nvidia_driver_branch": "999"},
+        ["localhost", "unknown NVIDIA driver branch", "Set nvidia_driver_branch to one of",
+         "550", "570"]),
+    "driver version outside the branch": (
+        "nvidia_driver", {"nvidia_driver_branch": "570", "nvidia_driver_version": "550.127.05"},
+        ["nvidia_driver_version=550.127.05", "a version of that branch"]),
+    "fabric manager without NVSwitch": (
+        "nvidia_driver", {"nvidia_driver_fabricmanager": True, "nvidia_driver_nvswitch": False},
+        ["asks for NVIDIA fabric manager", "has no NVSwitch", "fix the device type in NetBox"]),
+    "precompiled modules on Debian": (
+        "nvidia_driver", {"nvidia_driver_install_method": "precompiled"},
+        ["not available on Debian", "precompiled modules only for Ubuntu"]),
+    "host name that is no DNS label": (
+        "base_os", {"base_os_hostname": "GPU_042"},
+        ["base_os_hostname must be a lowercase DNS label", "GPU_042", "rename the device"]),
+}
+
+
+def run_role(role: str, variables: dict, tmp_path) -> dict:
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(json.dumps([{
+        "hosts": "localhost", "gather_facts": True,
+        "roles": [{"role": role, **variables}]}]))
+    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
+           "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json", "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
+           "ANSIBLE_INVENTORY_UNPARSED_FAILED": "false", "ANSIBLE_LOCALHOST_WARNING": "false"}
+    result = subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", "--check",
+         "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0, f"{role} accepted bad input: {result.stdout[-2000:]}"
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_input_fails_in_validate_before_any_change(case, tmp_path):
+    role, variables, fragments = CASES[case]
+    report = run_role(role, variables, tmp_path)
+    tasks = report["plays"][0]["tasks"]
+    ran = [(t["task"]["name"], t["hosts"]["localhost"]) for t in tasks if "localhost" in t["hosts"]]
+    failed = [(name, res) for name, res in ran if res.get("failed")]
+    assert len(failed) == 1, ran
+    name, result = failed[0]
+    assert result["action"] == "ansible.builtin.assert", name
+    message = result["msg"] if isinstance(result["msg"], str) else " ".join(result["msg"])
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+    assert not any(res.get("changed") for _, res in ran), ran

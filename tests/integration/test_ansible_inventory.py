@@ -125,3 +125,18 @@ def test_ansible_reaches_hosts_by_group(instance, seeded_netbox):
                  NETBOX_URL=instance.url, NETBOX_TOKEN=instance.token)
     assert result.returncode == 0, result.stderr
     assert "hosts (8):" in result.stdout
+
+
+def test_role_variables_come_from_the_config_context(instance, seeded_netbox, demo_plan):
+    """What the node roles will see: the config context's driver, defaults where it is silent."""
+    host = demo_plan.hosts[0].name
+    result = run("ansible", host, "-m", "ansible.builtin.debug",
+                 "-a", "msg={{ [nvidia_driver_branch, nvidia_driver_version, "
+                       "nvidia_driver_kernel_modules, nvidia_driver_fabricmanager | bool, "
+                       "base_os_hostname] | to_json }}",
+                 NETBOX_URL=instance.url, NETBOX_TOKEN=instance.token,
+                 ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    shown = json.loads(result.stdout)["plays"][0]["tasks"][0]["hosts"][host]["msg"]
+    # The seed's device type is an HGX board: its own config context says NVSwitch.
+    assert json.loads(shown) == ["550", "550.127.08", "open", True, host]

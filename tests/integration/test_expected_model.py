@@ -30,7 +30,8 @@ def test_seeded_rack_reads_back_field_by_field(seeded_netbox, demo_plan):
         assert {(g.manufacturer, g.part_id) for g in host.gpus} == {
             ("NVIDIA", "NVIDIA H100 80GB HBM3")}
         assert all(g.serial is None for g in host.gpus)  # not observed yet
-        assert host.config == seed.DESIRED_SOFTWARE
+        # The role's context merged with the device type's (racklift.hardware).
+        assert host.config == {**seed.DESIRED_SOFTWARE, "hardware": seed.DEVICE_TYPE["hardware"]}
         assert host.tags == ("racklift-lab",)
 
 

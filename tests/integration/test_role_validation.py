@@ -44,7 +44,8 @@ def run_role(role: str, variables: dict, tmp_path) -> dict:
            "ANSIBLE_INVENTORY_UNPARSED_FAILED": "false", "ANSIBLE_LOCALHOST_WARNING": "false"}
     result = subprocess.run(
         [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", "--check",
-         "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+         "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode != 0, f"{role} accepted bad input: {result.stdout[-2000:]}"
     return json.loads(result.stdout)
 

@@ -36,6 +36,9 @@ DEVICE_TYPE: dict[str, Any] = {
     "part_number": "SYS-421GE-TNHR2-LCC",
     "u_height": SERVER_U,
     "is_full_depth": True,
+    # An HGX H100 8-GPU board: NVSwitches, so fabric manager. Kept in a config context
+    # assigned to the device type, where the node roles read it (racklift.hardware).
+    "hardware": {"nvswitch": True},
     "interfaces": [
         {"name": BMC, "type": "1000base-t", "mgmt_only": True, "label": "BMC"},
         {"name": PROVISIONING, "type": "25gbase-x-sfp28", "label": "provisioning"},
@@ -156,6 +159,11 @@ def _ensure_device_type(netbox: NetBox) -> int:
             {"device_type": device_type["id"], "name": g["name"], "role": gpu_role["id"],
              "manufacturer": nvidia["id"], "part_id": g["part_id"]}
             for g in DEVICE_TYPE["gpus"]])
+    name = f"racklift hardware: {DEVICE_TYPE['model']}"
+    netbox.get_or_create("extras/config-contexts", {"name": name}, {
+        "weight": 500, "device_types": [device_type["id"]],
+        "data": {CONTEXT_KEY: {"hardware": DEVICE_TYPE["hardware"]}},
+        "description": "What the device type has that the node roles must know (racklift)"})
     return int(device_type["id"])
 
 

@@ -133,10 +133,13 @@ def test_role_variables_come_from_the_config_context(instance, seeded_netbox, de
     result = run("ansible", host, "-m", "ansible.builtin.debug",
                  "-a", "msg={{ [nvidia_driver_branch, nvidia_driver_version, "
                        "nvidia_driver_kernel_modules, nvidia_driver_fabricmanager | bool, "
-                       "base_os_hostname] | to_json }}",
+                       "base_os_hostname, container_runtime_toolkit_version, "
+                       "container_runtime_registry_mirrors] | to_json }}",
                  NETBOX_URL=instance.url, NETBOX_TOKEN=instance.token,
                  ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
     assert result.returncode == 0, result.stdout + result.stderr
     shown = json.loads(result.stdout)["plays"][0]["tasks"][0]["hosts"][host]["msg"]
     # The seed's device type is an HGX board: its own config context says NVSwitch.
-    assert json.loads(shown) == ["550", "550.127.08", "open", True, host]
+    assert json.loads(shown) == [
+        "550", "550.127.08", "open", True, host, "1.17.3-1",
+        {"docker.io": ["https://registry-mirror.lab.racklift.test:5000"]}]

@@ -28,6 +28,13 @@ CASES = {
     "precompiled modules on Debian": (
         "nvidia_driver", {"nvidia_driver_install_method": "precompiled"},
         ["not available on Debian", "precompiled modules only for Ubuntu"]),
+    "unknown container engine": (
+        "container_runtime", {"container_runtime_engine": "podman"},
+        ["localhost", 'container_runtime_engine is "podman"', "set it to docker or containerd"]),
+    "mirror without a scheme": (
+        "container_runtime", {"container_runtime_registry_mirrors": {"docker.io": ["mirror:5000"]}},
+        ['container_runtime_registry_mirrors["docker.io"] has "mirror:5000"',
+         "http(s)://host[:port]"]),
     "host name that is no DNS label": (
         "base_os", {"base_os_hostname": "GPU_042"},
         ["base_os_hostname must be a lowercase DNS label", "GPU_042", "rename the device"]),
@@ -60,7 +67,9 @@ def test_bad_input_fails_in_validate_before_any_change(case, tmp_path):
     assert len(failed) == 1, ran
     name, result = failed[0]
     assert result["action"] == "ansible.builtin.assert", name
-    message = result["msg"] if isinstance(result["msg"], str) else " ".join(result["msg"])
+    # A looped assert keeps each item's message in its results.
+    messages = [result["msg"], *(item.get("msg", "") for item in result.get("results", []))]
+    message = " ".join(m if isinstance(m, str) else " ".join(m) for m in messages)
     for fragment in fragments:
         assert fragment in message, f"{fragment!r} not in {message!r}"
     assert not any(res.get("changed") for _, res in ran), ran

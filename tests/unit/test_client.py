@@ -1,7 +1,15 @@
 import pytest
 
 from racklift.errors import NetBoxError
-from racklift.netbox.client import NetBoxSettings, auth_header, check_version, parse_version
+from racklift.netbox.client import (
+    NetBox,
+    NetBoxSettings,
+    _int_ids,
+    auth_header,
+    check_version,
+    id_windows,
+    parse_version,
+)
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -72,3 +80,54 @@ def test_id_groups_keep_urls_short_whatever_the_id_width():
         for group in groups:
             assert sum(len(f"device_id={i}&") for i in group) <= ID_QUERY_BUDGET + 1
     assert len(list(id_groups("device_id", range(1, 9)))) == 1  # a rack: one request
+
+
+# -- reading big lists in id windows ---------------------------------------------------------
+
+
+def covered(windows):
+    return [i for start, stop in windows for i in range(start, stop)]
+
+
+def test_id_windows_cover_every_id_once_about_a_page_each():
+    windows = id_windows(1001, 110_000, expected=109_000, page=1000)
+    assert covered(windows) == list(range(1001, 110_001))
+    assert len(windows) == 109
+    assert all(stop - start <= 1000 for start, stop in windows)
+
+
+def test_sparse_ids_make_wider_windows_not_more_requests():
+    # 10,000 objects spread over ids 1..1,000,000 (many deleted): still ~10 windows.
+    windows = id_windows(1, 1_000_000, expected=10_000, page=1000)
+    assert len(windows) == 10
+    assert covered(windows) == list(range(1, 1_000_001))
+
+
+def test_nothing_to_read_makes_no_windows():
+    assert id_windows(10, 9, expected=5) == []
+    assert id_windows(1, 100, expected=0) == []
+
+
+def test_windows_read_everything_when_the_server_caps_pages_and_ids_cluster():
+    """Windows are sized for even spread; a window holding more than a page (clustered ids),
+    or a server that returns shorter pages than asked, is read on with the cursor."""
+    ids = [*range(1, 50), *range(5000, 8000)]  # most objects clustered in one window
+    cap = 7
+    calls = []
+
+    def read(start, stop):
+        calls.append((start, stop))
+        rows = [{"id": i} for i in ids if start <= i < stop][:cap]
+        return rows, len(rows) == cap
+
+    netbox = NetBox(NetBoxSettings("http://nb", "t"))
+    rows = netbox._windows(min(ids), max(ids), len(ids), 1000, read)
+    assert sorted(r["id"] for r in rows) == ids
+    assert all(start < stop for start, stop in calls)
+
+
+def test_graphql_ids_become_ints_like_rest():
+    row = {"id": "12", "name": "eno1", "device": {"id": "3"}, "primary_mac_address": None,
+           "tags": [{"id": "5", "slug": "x"}]}
+    assert _int_ids(row) == {"id": 12, "name": "eno1", "device": {"id": 3},
+                             "primary_mac_address": None, "tags": [{"id": 5, "slug": "x"}]}

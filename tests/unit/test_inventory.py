@@ -1,5 +1,6 @@
 from racklift.inventory import INCOMPLETE_GROUP, build_inventory, group_name
 from racklift.netbox.model import DeviceTypeRef, ExpectedHost, ExpectedInterface, Problem
+from racklift.netbox.reader import reads_everything
 
 
 def host(name: str, rack: str = "R01", problems=(), ip: str | None = "10.16.0.1/16"):
@@ -39,3 +40,10 @@ def test_incomplete_hosts_stay_in_the_inventory_with_their_problems():
     hv = inv["_meta"]["hostvars"]["gpu-0003"]
     assert "ansible_host" not in hv
     assert hv["racklift_problems"] == ["gpu-0003: primary_ip4: no primary IP"]
+
+
+def test_a_whole_site_reads_every_component_a_rack_reads_its_own():
+    assert reads_everything(selected_interfaces=110_000, all_interfaces=110_000)
+    assert reads_everything(selected_interfaces=60_000, all_interfaces=110_000)
+    assert not reads_everything(selected_interfaces=88, all_interfaces=110_000)
+    assert reads_everything(selected_interfaces=0, all_interfaces=0)  # an empty NetBox

@@ -7,8 +7,9 @@ only the fields it needs, since building pynetbox Records for 100,000 interfaces
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,6 +21,8 @@ import requests
 from racklift.errors import NetBoxError
 
 MIN_VERSION = (4, 2)  # MAC addresses became objects of their own in 4.2
+# `?start=<id>` pages by primary key without COUNT or OFFSET (NetBox >= 4.6).
+CURSOR_VERSION = (4, 6)
 PAGE_SIZE = 1000  # NetBox's default MAX_PAGE_SIZE
 WRITE_CHUNK = 250  # objects per bulk request: one transaction each
 READ_WORKERS = 4
@@ -145,6 +148,26 @@ def id_groups(key: str, ids: Iterable[int], budget: int = ID_QUERY_BUDGET) -> It
         yield group
 
 
+def id_windows(low: int, high: int, expected: int,
+               page: int = PAGE_SIZE) -> list[tuple[int, int]]:
+    """Ids low..high cut into windows [start, stop) that each hold about one page, were
+    `expected` objects spread evenly over them; each window can then be read on its own."""
+    if high < low or expected <= 0:
+        return []
+    width = max(1, math.ceil((high - low + 1) / math.ceil(expected / page)))
+    return [(start, min(start + width, high + 1)) for start in range(low, high + 1, width)]
+
+
+def _int_ids(value: Any) -> Any:
+    """GraphQL returns ids as strings; NetBox ids are ints, and REST returns them so."""
+    if isinstance(value, dict):
+        return {k: (int(v) if k == "id" and isinstance(v, str) else _int_ids(v))
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_int_ids(v) for v in value]
+    return value
+
+
 def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
     for start in range(0, len(items), size):
         yield items[start:start + size]
@@ -205,6 +228,117 @@ class NetBox:
                                      offsets):
                     results.extend(body["results"])
         return results
+
+    def _cursor_pages(self) -> bool:
+        return bool(self.version) and parse_version(self.version)[:2] >= CURSOR_VERSION
+
+    def _windows(self, low: int, high: int, expected: int, page: int,
+                 read: Callable[[int, int], tuple[list[dict[str, Any]], bool]],
+                 ) -> list[dict[str, Any]]:
+        """Ids low..high read in windows, in parallel; `read(start, stop)` returns the page of
+        ids >= start and < stop, and whether more may follow."""
+        def window(bounds: tuple[int, int]) -> list[dict[str, Any]]:
+            start, stop = bounds
+            rows: list[dict[str, Any]] = []
+            while start < stop:
+                page_rows, more = read(start, stop)
+                rows.extend(page_rows)
+                if not more or not page_rows:
+                    break
+                start = page_rows[-1]["id"] + 1
+            return rows
+
+        results: list[dict[str, Any]] = []
+        with ThreadPoolExecutor(READ_WORKERS) as pool:
+            for rows in pool.map(window, id_windows(low, high, expected, page)):
+                results.extend(rows)
+        return results
+
+    def scan(self, endpoint: str, params: Mapping[str, Any] | None = None,
+             fields: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Every object of `endpoint` matching `params`, in id order: `get_all` for big reads.
+
+        Offset pages make NetBox count the whole result and skip `offset` rows for every page:
+        at 110,000 interfaces that is half its work. From NetBox 4.6 on, the lowest page tells
+        the count, and the other ids are read in windows, in parallel, each with cursor pages
+        (`start=<id>`), which need neither.
+        """
+        if not self._cursor_pages():
+            return self.get_all(endpoint, params, fields)
+        base = dict(params or {})
+        query: dict[str, Any] = {**base, "limit": PAGE_SIZE}
+        if fields:
+            query["fields"] = ",".join(dict.fromkeys(("id", *fields)))  # the cursor needs ids
+        what = f"reading {endpoint}"
+        path = f"/api/{endpoint}/"
+        first = self._get(path, {**query, "ordering": "id"}, what)
+        results: list[dict[str, Any]] = list(first["results"])
+        count = int(first["count"])
+        if len(results) >= count:
+            return results
+        highest = self._get(path, {**base, "ordering": "-id", "limit": 1, "fields": "id"},
+                            what)["results"]
+        if not highest:  # everything after the first page went away meanwhile
+            return results
+
+        def read(start: int, stop: int) -> tuple[list[dict[str, Any]], bool]:
+            body = self._get(path, {**query, "start": start, "id__lt": stop}, what)
+            # `next`, not a short page, says the end: the server may cap the page size lower.
+            return body["results"], bool(body.get("next"))
+
+        return results + self._windows(results[-1]["id"] + 1, highest[0]["id"],
+                                       count - len(results), len(results), read)
+
+    def graph_scan(self, endpoint: str, list_name: str,
+                   fields: str) -> list[dict[str, Any]] | None:
+        """Every object of `endpoint` through GraphQL (`list_name`, e.g. 'interface_list',
+        selecting `fields`), in id windows like `scan`; ids come back as ints, as in REST.
+        None where GraphQL or its cursor pages are not there (NetBox < 4.6, or
+        GRAPHQL_ENABLED off): then read the REST API.
+
+        Why: REST renders each nested object with its URL and display text; GraphQL returns
+        only the fields asked for. For 110,000 interfaces with their device and MAC, NetBox
+        spends about half the time.
+        """
+        if not self._cursor_pages():
+            return None
+        what = f"reading {endpoint} through GraphQL"
+        path = f"/api/{endpoint}/"
+        lowest = self._get(path, {"ordering": "id", "limit": 1, "fields": "id"}, what)
+        if not lowest["results"]:
+            return []
+        highest = self._get(path, {"ordering": "-id", "limit": 1, "fields": "id"}, what)
+        probe = self._graphql(f"{{ {list_name}(pagination: {{limit: 1}}) {{ id }} }}", what)
+        if probe is None:
+            return None
+
+        def read(start: int, stop: int) -> tuple[list[dict[str, Any]], bool]:
+            query = (f"{{ {list_name}(pagination: {{start: {start}, limit: {PAGE_SIZE}}}, "
+                     f"filters: {{id: {{lt: {stop}}}}}) {{ {fields} }} }}")
+            data = self._graphql(query, what)
+            rows = [_int_ids(row) for row in (data or {}).get(list_name, [])]
+            # GraphQL says nothing of a next page, and the server may cap the page size:
+            # go on until an empty page or the end of the window.
+            return rows, True
+
+        return self._windows(lowest["results"][0]["id"], highest["results"][0]["id"],
+                             int(lowest["count"]), PAGE_SIZE, read)
+
+    def _graphql(self, query: str, what: str) -> dict[str, Any] | None:
+        """The `data` of a GraphQL query; None when NetBox serves no GraphQL API."""
+        with _errors(self.url, what):
+            response = self.api.http_session.post(f"{self.url}/graphql/", json={"query": query},
+                                                  timeout=self.timeout)
+        if response.status_code == 404:
+            return None
+        if not response.ok:
+            raise _http_error(self.url, what, response)
+        body = response.json()
+        if body.get("errors"):
+            message = "; ".join(str(e.get("message")) for e in body["errors"])[:500]
+            raise NetBoxError(f"NetBox at {self.url} refused a GraphQL query while {what}: "
+                              f"{message}")
+        return dict(body.get("data") or {})
 
     def count(self, endpoint: str, params: Mapping[str, Any] | None = None) -> int:
         """How many objects of `endpoint` match `params` (one request for one object)."""

@@ -1,0 +1,119 @@
+"""verify (the gate) on 8, 32 and 64 lab hosts: with racklift's Ansible settings
+(ansible.cfg: forks 50, pipelining, persistent SSH connections) and with Ansible's defaults
+(linear strategy, forks 5, no pipelining), in one run.
+
+Each run is the whole `verify` a user runs: select the hosts in NetBox, collect their facts
+with playbooks/collect.yml over SSH, parse, compare with NetBox and run the health checks on
+the controller. Runs are read-only (`--check`: nothing is written to NetBox), so every run
+does the same work; each starts with cold SSH connections (its own control-socket directory).
+
+Needs the lab NetBox (`invoke netbox.up`). The hosts are lab containers on their own podman
+network and rack (benchmarks/lab_up.py's: racklift-bench, 10.89.2.0/24, rack B01), started
+once for the largest size and removed at the end with their NetBox records.
+
+Usage: .venv/bin/python benchmarks/verify.py [--hosts 8,32,64] [--runs 1]
+The last line reads `verify N hosts: racklift X s, ansible defaults Y s, ratio Z` (largest N).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+from common import connect, growth, lab, load, machine, median
+from lab_up import BENCH_NET
+
+from racklift.lab import rack as lab_rack
+from racklift.netbox.client import NetBox
+from racklift.netbox.reader import Selection
+from racklift.verify.run import verify
+
+RACK = "B01"
+# What Ansible does when nothing is configured; racklift's ansible.cfg sets the rest.
+ANSIBLE_DEFAULTS = {
+    "ANSIBLE_STRATEGY": "linear",
+    "ANSIBLE_FORKS": "5",
+    "ANSIBLE_PIPELINING": "False",
+    "ANSIBLE_SSH_ARGS": "-C -o ControlMaster=auto -o ControlPersist=60s",
+}
+MODES: dict[str, Mapping[str, str]] = {"racklift": {}, "ansible defaults": ANSIBLE_DEFAULTS}
+
+
+@contextmanager
+def environment(values: Mapping[str, str]) -> Iterator[None]:
+    """verify runs ansible-playbook with this process's environment: set it for one run."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def one_run(netbox: NetBox, names: list[str],
+            settings: Mapping[str, str]) -> tuple[float, str]:
+    with tempfile.TemporaryDirectory(prefix="racklift-bench-verify-") as tmp:
+        # Fresh control sockets and run directories: no run reuses another's connections.
+        env = {**settings, "ANSIBLE_SSH_CONTROL_PATH_DIR": f"{tmp}/cp", "RACKLIFT_RUNS": tmp}
+        with environment(env):
+            run = verify(netbox, Selection(names=tuple(names)), write=False)
+    collected = sum(1 for v in run.verdicts if v.error is None and v.checks)
+    passed = sum(1 for v in run.verdicts if v.passed)
+    # The first reason of each failing host, so a broken run is told from a slow one.
+    reasons = sorted({v.failures[0] for v in run.verdicts if v.failures})
+    return run.seconds, (f"collected {collected}/{len(names)}, passed {passed}"
+                         + (f" (e.g. {'; '.join(reasons)[:300]})" if reasons else ""))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--hosts", default="8,32,64", help="host counts, comma-separated")
+    parser.add_argument("--runs", type=int, default=1, help="runs per size and mode")
+    args = parser.parse_args()
+    sizes = sorted(int(n) for n in args.hosts.split(","))
+
+    _, settings = lab()
+    netbox = connect(settings)
+    print(f"machine: {machine()}; {load()}")
+    lab_rack.down(netbox, BENCH_NET)
+    medians: dict[str, list[float]] = {mode: [] for mode in MODES}
+    try:
+        rack = lab_rack.up(netbox, sizes[-1], RACK, net=BENCH_NET)
+        print(f"{sizes[-1]} lab hosts up in {rack.seconds:.0f} s ({load()})", flush=True)
+        names = sorted(h.name for h in rack.hosts)
+        for size in sizes:
+            print(f"\n{size} hosts:", flush=True)
+            seconds: dict[str, list[float]] = {mode: [] for mode in MODES}
+            for round_ in range(args.runs):
+                for mode, values in MODES.items():
+                    took, outcome = one_run(netbox, names[:size], values)
+                    seconds[mode].append(took)
+                    print(f"  {mode} run {round_ + 1}: {took:.1f} s, {outcome} ({load()})",
+                          flush=True)
+            for mode in MODES:
+                value = median(seconds[mode])
+                medians[mode].append(value)
+                print(f"  {mode}: {value:.1f} s, {size / value * 60:.0f} hosts/minute")
+            ratio = median(seconds["ansible defaults"]) / median(seconds["racklift"])
+            print(f"  ratio {ratio:.1f}")
+    finally:
+        lab_rack.down(netbox, BENCH_NET)
+    print()
+    if len(sizes) > 1:
+        for mode in MODES:
+            print(f"growth, {mode}: {growth(sizes, medians[mode])}")
+    print(f"{load()} at the end")
+    ours, theirs = medians["racklift"][-1], medians["ansible defaults"][-1]
+    print(f"verify {sizes[-1]} hosts: racklift {ours:.1f} s, ansible defaults {theirs:.1f} s, "
+          f"ratio {theirs / ours:.1f}")
+
+
+if __name__ == "__main__":
+    main()

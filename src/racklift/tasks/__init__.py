@@ -8,7 +8,7 @@ from invoke import Collection, task
 from invoke.exceptions import Exit
 
 from racklift.console import console
-from racklift.tasks import lab, netbox
+from racklift.tasks import lab, mirror, netbox
 from racklift.tasks.netbox import bootstrap, expected, seed, up
 from racklift.tasks.verify import bundle, facts_, parse, verify
 
@@ -37,3 +37,4 @@ def demo(c):
 namespace = Collection(demo, verify, parse, facts_, bundle)
 namespace.add_collection(Collection.from_module(netbox), name="netbox")
 namespace.add_collection(Collection.from_module(lab), name="lab")
+namespace.add_collection(Collection.from_module(mirror), name="mirror")

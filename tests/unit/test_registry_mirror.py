@@ -82,3 +82,12 @@ def test_a_listener_ss_cannot_name_counts_unless_it_runs_as_the_mirror_user():
     assert mirror.foreign_listeners(line, 5000, [812], own_uids=[998]) == []
     assert mirror.foreign_listeners(line, 5000, [812], own_uids=[]) == [
         "a process of uid 998 (run as root to see which)"]
+
+
+def test_public_upstreams_drop_passwords_and_keep_bad_input_as_it_is():
+    public = mirror.public_upstreams(UPSTREAMS)
+    assert public[1] == {"name": "nvcr", "registry": "nvcr.io", "url": "https://nvcr.io/",
+                         "port": 5001, "username": "$oauthtoken"}
+    assert "password" in UPSTREAMS[1]  # the input is not changed
+    assert mirror.public_upstreams("docker.io") == "docker.io"
+    assert mirror.public_upstreams([1, {"password": "x"}]) == [1, {}]

@@ -38,10 +38,15 @@ def client_config(mirrors: list[dict[str, Any]]) -> dict[str, Any]:
         raise AnsibleFilterError(f"registry_mirror_client_config: {exc}") from None
 
 
+def public_upstreams(upstreams: Any) -> Any:
+    return _mirror().public_upstreams(upstreams)
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "registry_mirror_distribution_config": distribution_config,
             "registry_mirror_foreign_listeners": foreign_listeners,
             "registry_mirror_client_config": client_config,
+            "registry_mirror_public_upstreams": public_upstreams,
         }

@@ -122,7 +122,9 @@ def start_upstream(container: str, port: int = 5000) -> None:
 
 
 def stop_upstream(container: str) -> None:
-    sh(container, f"systemctl stop {UPSTREAM_UNIT}")
+    """Stop the upstream (a transient unit: once stopped it is gone, so stop only a live one)."""
+    sh(container, f"! systemctl is-active --quiet {UPSTREAM_UNIT} || "
+                  f"systemctl stop {UPSTREAM_UNIT}")
 
 
 def wait_for_registry(container: str, url: str, timeout: float = 30) -> None:

@@ -54,6 +54,16 @@ def client_config(mirrors: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {"mirrors": by_registry, "insecure": insecure}
 
 
+def public_upstreams(upstreams: Any) -> Any:
+    """The upstream list without passwords, for everything that loops over it or shows it
+    (Ansible prints a loop's items with -v). Anything that is not a list of mappings comes back
+    unchanged, so validation can still say what is wrong with it."""
+    if not isinstance(upstreams, list):
+        return upstreams
+    return [{k: v for k, v in u.items() if k != "password"} if isinstance(u, Mapping) else u
+            for u in upstreams]
+
+
 def distribution_config(upstream: Mapping[str, Any], *, listen: str, storage_root: str,
                         tls_cert: str = "", tls_key: str = "",
                         log_level: str = "info") -> dict[str, Any]:

@@ -257,7 +257,7 @@ def check(outputs: dict[str, Path], hosts: int) -> str:
             "interfaces, same ansible_host: yes")
 
 
-def racklift_breakdown(settings: NetBoxSettings) -> str:
+def racklift_breakdown(settings: NetBoxSettings) -> tuple[float, str]:
     """racklift's own share of a run, in this process: NetBox reads, then the model."""
     started = time.monotonic()
     raw = fetch(NetBox.connect(settings), Selection(sites=(SITE,)))
@@ -266,9 +266,18 @@ def racklift_breakdown(settings: NetBoxSettings) -> str:
     model = time.monotonic() - started - read
     build_inventory(hosts)
     inventory = time.monotonic() - started - read - model
-    return (f"NetBox reads {read:.1f} s ({len(raw.devices)} devices, {len(raw.interfaces)} "
-            f"interfaces, {len(raw.ip_addresses)} IPs), model {model:.1f} s, "
-            f"inventory {inventory:.1f} s")
+    return read + model + inventory, (
+        f"NetBox reads {read:.1f} s ({len(raw.devices)} devices, {len(raw.interfaces)} "
+        f"interfaces, {len(raw.ip_addresses)} IPs), model {model:.1f} s, inventory "
+        f"{inventory:.1f} s")
+
+
+def racklift_graph(settings: NetBoxSettings, workdir: Path) -> Timed:
+    """What every ansible / ansible-playbook run pays for the inventory: parse it and hold its
+    host vars, without writing them out as --list does (`ansible-inventory --graph`)."""
+    return run_timed([str(BIN / "ansible-inventory"), "-i",
+                      str(workdir / "bench.racklift.yml"), "--graph"],
+                     environment(settings), REPO_ROOT)
 
 
 def main() -> None:
@@ -277,7 +286,8 @@ def main() -> None:
                         help="host counts, comma-separated (multiples of 8)")
     parser.add_argument("--runs", type=int, default=3, help="racklift runs per size")
     parser.add_argument("--nb-runs", default="3,1",
-                        help="nb_inventory runs per size, comma-separated (the last repeats)")
+                        help="nb_inventory runs per size, comma-separated (the last repeats; "
+                             "0 times racklift alone)")
     args = parser.parse_args()
     sizes = [int(n) for n in args.hosts.split(",")]
     nb_runs = [int(n) for n in args.nb_runs.split(",")]
@@ -295,24 +305,36 @@ def main() -> None:
             workdir = Path(tmp) / str(hosts)
             workdir.mkdir()
             runs, outputs = time_inventories(settings, workdir, args.runs, nb_count)
-            print(f"  check: {check(outputs, hosts)}")
-            print(f"  racklift, one run in-process: {racklift_breakdown(settings)}")
-            for tool in TOOLS:
+            if len(outputs) == len(TOOLS):
+                print(f"  check: {check(outputs, hosts)}")
+            own, breakdown = racklift_breakdown(settings)
+            print(f"  racklift, one run in-process: {breakdown}; the rest of a run is "
+                  f"Ansible's: about {runs.median('racklift') - own:.0f} s of the median "
+                  "(start, taking in the host vars, writing --list)")
+            graph = racklift_graph(settings, workdir)
+            print(f"  racklift without writing --list (ansible-inventory --graph, what a "
+                  f"playbook run pays): {graph.seconds:.1f} s, peak {graph.peak_mib:.0f} MiB")
+            for tool in (t for t in TOOLS if runs.timed[t]):
                 medians[tool].append(runs.median(tool))
                 print(f"  {tool}: median {runs.median(tool):.1f} s of {len(runs.timed[tool])} "
                       f"({', '.join(f'{s:.1f}' for s in runs.seconds(tool))}), peak "
                       f"{runs.peak_mib(tool):.0f} MiB")
-            print(f"  ratio {runs.median('nb_inventory') / runs.median('racklift'):.1f}")
+            if all(runs.timed.values()):
+                print(f"  ratio {runs.median('nb_inventory') / runs.median('racklift'):.1f}")
             for output in outputs.values():
                 output.unlink()
     print()
-    if len(sizes) > 1:
-        for tool in TOOLS:
+    for tool in TOOLS:
+        if len(medians[tool]) == len(sizes) > 1:
             print(f"growth, {tool}: {growth(sizes, medians[tool])}")
     print(f"{load()} at the end")
-    last = {t: medians[t][-1] for t in TOOLS}
-    print(f"inventory {sizes[-1]} hosts: racklift {last['racklift']:.1f} s, nb_inventory "
-          f"{last['nb_inventory']:.1f} s, ratio {last['nb_inventory'] / last['racklift']:.1f}")
+    ours = medians["racklift"][-1]
+    if not nb_runs[-1]:
+        print(f"inventory {sizes[-1]} hosts: racklift {ours:.1f} s (nb_inventory not run)")
+        return
+    theirs = medians["nb_inventory"][-1]
+    print(f"inventory {sizes[-1]} hosts: racklift {ours:.1f} s, nb_inventory {theirs:.1f} s, "
+          f"ratio {theirs / ours:.1f}")
 
 
 if __name__ == "__main__":

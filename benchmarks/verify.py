@@ -19,13 +19,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 
 from common import connect, growth, lab, load, machine, median
 from lab_up import BENCH_NET
 
+from racklift.lab import hosts
 from racklift.lab import rack as lab_rack
 from racklift.netbox.client import NetBox
 from racklift.netbox.reader import Selection
@@ -57,19 +61,58 @@ def environment(values: Mapping[str, str]) -> Iterator[None]:
                 os.environ[key] = value
 
 
-def one_run(netbox: NetBox, names: list[str],
-            settings: Mapping[str, str]) -> tuple[float, str]:
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+
+
+def hosts_cpu_seconds() -> float | None:
+    """CPU time the bench hosts' containers have used (cgroup v1 accounting, as podman sets
+    it up here); None where that accounting is elsewhere."""
+    total = 0
+    for info in hosts.containers(BENCH_NET).values():
+        usage = next(CPUACCT.glob(f"**/libpod-{info['Id']}/cpuacct.usage"), None)
+        if usage is None:
+            return None
+        total += int(usage.read_text())
+    return total / 1e9
+
+
+def controller_cpu_seconds() -> float:
+    """This process (NetBox reads, parsing, comparison) and what it ran (ansible-playbook,
+    its workers and their ssh clients)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@dataclass(frozen=True)
+class Run:
+    seconds: float
+    outcome: str
+    controller_cpu: float
+    hosts_cpu: float | None
+
+
+def one_run(netbox: NetBox, names: list[str], settings: Mapping[str, str]) -> Run:
+    controller, host = controller_cpu_seconds(), hosts_cpu_seconds()
     with tempfile.TemporaryDirectory(prefix="racklift-bench-verify-") as tmp:
         # Fresh control sockets and run directories: no run reuses another's connections.
         env = {**settings, "ANSIBLE_SSH_CONTROL_PATH_DIR": f"{tmp}/cp", "RACKLIFT_RUNS": tmp}
         with environment(env):
             run = verify(netbox, Selection(names=tuple(names)), write=False)
+    host_after = hosts_cpu_seconds()
     collected = sum(1 for v in run.verdicts if v.error is None and v.checks)
     passed = sum(1 for v in run.verdicts if v.passed)
     # The first reason of each failing host, so a broken run is told from a slow one.
     reasons = sorted({v.failures[0] for v in run.verdicts if v.failures})
-    return run.seconds, (f"collected {collected}/{len(names)}, passed {passed}"
-                         + (f" (e.g. {'; '.join(reasons)[:300]})" if reasons else ""))
+    outcome = (f"collected {collected}/{len(names)}, passed {passed}"
+               + (f" (e.g. {'; '.join(reasons)[:300]})" if reasons else ""))
+    return Run(run.seconds, outcome, controller_cpu_seconds() - controller,
+               None if host is None or host_after is None else host_after - host)
+
+
+def cpu_note(run: Run) -> str:
+    hosts_cpu = "n/a" if run.hosts_cpu is None else f"{run.hosts_cpu:.0f} s"
+    return f"CPU: controller {run.controller_cpu:.0f} s, hosts {hosts_cpu}"
 
 
 def main() -> None:
@@ -93,10 +136,10 @@ def main() -> None:
             seconds: dict[str, list[float]] = {mode: [] for mode in MODES}
             for round_ in range(args.runs):
                 for mode, values in MODES.items():
-                    took, outcome = one_run(netbox, names[:size], values)
-                    seconds[mode].append(took)
-                    print(f"  {mode} run {round_ + 1}: {took:.1f} s, {outcome} ({load()})",
-                          flush=True)
+                    run = one_run(netbox, names[:size], values)
+                    seconds[mode].append(run.seconds)
+                    print(f"  {mode} run {round_ + 1}: {run.seconds:.1f} s, {run.outcome}; "
+                          f"{cpu_note(run)} ({load()})", flush=True)
             for mode in MODES:
                 value = median(seconds[mode])
                 medians[mode].append(value)

@@ -134,7 +134,8 @@ def test_role_variables_come_from_the_config_context(instance, seeded_netbox, de
                  "-a", "msg={{ [nvidia_driver_branch, nvidia_driver_version, "
                        "nvidia_driver_kernel_modules, nvidia_driver_fabricmanager | bool, "
                        "base_os_hostname, container_runtime_toolkit_version, "
-                       "container_runtime_registry_mirrors] | to_json }}",
+                       "container_runtime_registry_mirrors, ofed_source, ofed_version, "
+                       "ofed_repo_url] | to_json }}",
                  NETBOX_URL=instance.url, NETBOX_TOKEN=instance.token,
                  ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -142,4 +143,7 @@ def test_role_variables_come_from_the_config_context(instance, seeded_netbox, de
     # The seed's device type is an HGX board: its own config context says NVSwitch.
     assert json.loads(shown) == [
         "550", "550.127.08", "open", True, host, "1.17.3-1",
-        {"docker.io": ["https://registry-mirror.lab.racklift.test:5000"]}]
+        {"docker.io": ["https://registry-mirror.lab.racklift.test:5000"]},
+        # The seed's context asks for DOCA without its repository: the ofed role will refuse
+        # it (validate) and say to set ofed_repo_url.
+        "doca", "24.10-1.1.4.0", ""]

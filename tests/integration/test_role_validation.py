@@ -35,6 +35,12 @@ CASES = {
         "container_runtime", {"container_runtime_registry_mirrors": {"docker.io": ["mirror:5000"]}},
         ['container_runtime_registry_mirrors["docker.io"] has "mirror:5000"',
          "http(s)://host[:port]"]),
+    "DOCA without its repository": (
+        "ofed", {"ofed_source": "doca", "ofed_version": "2.9.1-1"},
+        ["localhost: ofed_source is doca but ofed_repo_url is empty", "set ofed_repo_url"]),
+    "unknown OFED source": (
+        "ofed", {"ofed_source": "mofed"},
+        ["ofed_source is 'mofed'", "set ofed_source to inbox"]),
     "host name that is no DNS label": (
         "base_os", {"base_os_hostname": "GPU_042"},
         ["base_os_hostname must be a lowercase DNS label", "GPU_042", "rename the device"]),

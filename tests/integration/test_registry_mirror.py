@@ -69,7 +69,7 @@ def test_pull_through_the_mirror_caches_and_survives_the_upstream(mirror_lab):
     first = registry.sh(client, pull)
     assert registry.blob_digests(json.loads(first)) == wanted
     # Config and layers (the manifest is stored as a blob too).
-    assert set(wanted) <= set(registry.stored_blobs(mirror, STORAGE))
+    assert set(wanted) <= set(registry.stored_blobs(mirror, STORAGE, wanted))
 
     registry.stop_upstream(LAB.container("upstream"))
     direct = registry.sh(client, f"skopeo inspect --raw --tls-verify=false "

@@ -160,11 +160,18 @@ def blob_digests(manifest: Mapping[str, Any]) -> list[str]:
                                                    for layer in manifest["layers"])])
 
 
-def stored_blobs(container: str, storage: str) -> list[str]:
-    """Digests of the blobs in a Distribution storage directory."""
-    out = sh(container, f"find {shlex.quote(storage)}/docker/registry/v2/blobs -name data "
-                        "2>/dev/null || true")
-    return sorted(f"sha256:{Path(p).parent.name}" for p in out.split())
+def stored_blobs(container: str, storage: str, wanted: Sequence[str] = (),
+                 timeout: float = 10) -> list[str]:
+    """Digests of the blobs in a Distribution storage directory; with `wanted`, wait up to
+    `timeout` for them (a proxy commits a blob just after its client has received it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = sh(container, f"find {shlex.quote(storage)}/docker/registry/v2/blobs -name data "
+                            "2>/dev/null || true")
+        found = sorted(f"sha256:{Path(p).parent.name}" for p in out.split())
+        if set(wanted) <= set(found) or time.monotonic() > deadline:
+            return found
+        time.sleep(0.5)
 
 
 def limit_egress(container: str, rate: str, device: str = "eth0") -> None:

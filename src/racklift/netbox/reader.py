@@ -31,6 +31,10 @@ from racklift.netbox.model import (
 
 Json = dict[str, Any]
 
+# Keys a config context assigned to a device type carries (what the hardware has); they are
+# not the desired software a host needs a context for.
+DEVICE_TYPE_KEYS = frozenset({"hardware"})
+
 DEVICE_FIELDS = ("id", "name", "status", "site", "rack", "position", "role", "platform",
                  "device_type", "serial", "asset_tag", "primary_ip4", "primary_ip6", "oob_ip",
                  "config_context", "tags", "interface_count")
@@ -267,8 +271,8 @@ def _build_host(device: Json, device_type: Json, iface_templates: list[Json],
         provisioning_interface=provisioning, interfaces=expected_ifaces, gpus=gpus,
         config=context, tags=tuple(sorted(_slug(t) or "" for t in device.get("tags", []))),
     )
-    problems = find_problems(host, has_context=bool(context), iface_templates=iface_templates,
-                             gpu_templates=len(gpus))
+    problems = find_problems(host, has_context=bool(set(context) - DEVICE_TYPE_KEYS),
+                             iface_templates=iface_templates, gpu_templates=len(gpus))
     return replace(host, problems=tuple(problems))
 
 
@@ -309,7 +313,8 @@ def find_problems(host: ExpectedHost, *, has_context: bool, iface_templates: lis
             "it the interface's primary MAC")
     if not has_context:
         add(f"config_context.{CONTEXT_KEY}", "no racklift desired-software config context "
-            "applies to this device: scope one to its site, role or platform")
+            "applies to this device (a device type's racklift.hardware alone is not one): "
+            "scope one to its site, role or platform")
     type_name = host.device_type.slug or host.device_type.model
     if not any(t.get("mgmt_only") for t in iface_templates):
         add("device_type.interface_templates", f"device type {type_name} has no mgmt-only "

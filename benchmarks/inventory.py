@@ -38,7 +38,7 @@ from typing import Any
 
 from common import BIN, Timed, growth, lab, load, machine, median, run_timed
 
-from racklift.inventory import build_inventory
+from racklift.inventory import build_inventory, without_unsafe
 from racklift.lab import netbox_server, services
 from racklift.lab import seed as seeding
 from racklift.netbox.client import NetBox, NetBoxSettings
@@ -130,23 +130,11 @@ class KeepLabData:
 HostAddresses = dict[str, tuple[str | None, dict[str, tuple[str | None, tuple[str, ...]]]]]
 
 
-def plain(value: Any) -> Any:
-    """ansible-inventory writes every string an inventory plugin gave as
-    {"__ansible_unsafe": "..."}: the plain values."""
-    if isinstance(value, dict):
-        if set(value) == {"__ansible_unsafe"}:
-            return value["__ansible_unsafe"]
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [plain(v) for v in value]
-    return value
-
-
 def racklift_addresses(inventory: dict[str, Any]) -> HostAddresses:
     out: HostAddresses = {}
     for host, hostvars in inventory["_meta"]["hostvars"].items():
-        interfaces = plain(hostvars["racklift_expected"]["interfaces"])
-        out[host] = (plain(hostvars.get("ansible_host")), {
+        interfaces = without_unsafe(hostvars["racklift_expected"]["interfaces"])
+        out[host] = (without_unsafe(hostvars.get("ansible_host")), {
             i["name"]: (i["mac"], tuple(sorted(i["ips"]))) for i in interfaces})
     return out
 
@@ -154,8 +142,8 @@ def racklift_addresses(inventory: dict[str, Any]) -> HostAddresses:
 def nb_addresses(inventory: dict[str, Any]) -> HostAddresses:
     out: HostAddresses = {}
     for host, hostvars in inventory["_meta"]["hostvars"].items():
-        interfaces = plain(hostvars.get("interfaces") or [])
-        out[host] = (plain(hostvars.get("ansible_host")), {
+        interfaces = without_unsafe(hostvars.get("interfaces") or [])
+        out[host] = (without_unsafe(hostvars.get("ansible_host")), {
             i["name"]: ((i.get("primary_mac_address") or {}).get("mac_address"),
                         tuple(sorted(ip["address"] for ip in i.get("ip_addresses") or [])))
             for i in interfaces})

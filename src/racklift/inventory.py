@@ -66,3 +66,15 @@ def build_inventory(hosts: Iterable[ExpectedHost]) -> dict[str, Any]:
 
 def load(settings: NetBoxSettings, selection: Selection) -> dict[str, Any]:
     return build_inventory(read_hosts(NetBox.connect(settings), selection))
+
+
+def without_unsafe(value: Any) -> Any:
+    """An inventory as `ansible-inventory --list` prints it, with plain strings: it writes every
+    string an inventory plugin gave as {"__ansible_unsafe": "..."}."""
+    if isinstance(value, dict):
+        if set(value) == {"__ansible_unsafe"}:
+            return value["__ansible_unsafe"]
+        return {k: without_unsafe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_unsafe(v) for v in value]
+    return value

@@ -5,6 +5,7 @@ import os
 import subprocess
 
 from helpers import BIN, REPO
+from racklift.inventory import without_unsafe
 
 
 def run(*args, **env_overrides):
@@ -19,22 +20,10 @@ def inventory(instance, **env):
                NETBOX_TOKEN=instance.token, **env)
 
 
-def unwrap(value):
-    """ansible-inventory marks every string from the plugin as unsafe (never templated):
-    {"__ansible_unsafe": "x"}. Compare the plain values."""
-    if isinstance(value, dict):
-        if set(value) == {"__ansible_unsafe"}:
-            return value["__ansible_unsafe"]
-        return {k: unwrap(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [unwrap(v) for v in value]
-    return value
-
-
 def listed(instance, **env):
     result = inventory(instance, **env)
     assert result.returncode == 0, result.stderr
-    return unwrap(json.loads(result.stdout))
+    return without_unsafe(json.loads(result.stdout))
 
 
 def test_groups_and_host_vars(instance, seeded_netbox, demo_plan):
@@ -104,8 +93,8 @@ def test_cache_serves_the_second_read_until_flushed(instance, seeded_netbox, tmp
     assert cached == first
     fresh = run("ansible-inventory", "--list", "--flush-cache", NETBOX_URL=instance.url,
                 NETBOX_TOKEN=instance.token, **env)
-    assert unwrap(json.loads(fresh.stdout))["_meta"]["hostvars"]["gpu-0001"]["racklift_expected"][
-        "serial"] == "CHANGED"
+    hostvars = without_unsafe(json.loads(fresh.stdout))["_meta"]["hostvars"]
+    assert hostvars["gpu-0001"]["racklift_expected"]["serial"] == "CHANGED"
 
 
 def test_netbox_text_is_never_templated(instance, seeded_netbox):

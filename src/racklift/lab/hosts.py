@@ -164,7 +164,7 @@ def observed_identity(name: str, net: LabNet = LAB) -> tuple[str, str]:
     return nic["MacAddress"].upper(), f"{nic['IPAddress']}/{nic['IPPrefixLen']}"
 
 
-def _wait_for_ssh(address: str, deadline: float) -> None:
+def wait_for_ssh(address: str, deadline: float) -> None:
     while time.monotonic() < deadline:
         try:
             with socket.create_connection((address, 22), timeout=1) as sock:
@@ -214,7 +214,7 @@ def up(netbox: NetBox, count: int, rack: str = "L01", site: str = "lab1",
             podman.podman("start", host.name)
     deadline = time.monotonic() + 120 + 5 * count
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda h: _wait_for_ssh(h.primary_ip.split("/")[0], deadline),
+        list(pool.map(lambda h: wait_for_ssh(h.primary_ip.split("/")[0], deadline),
                       wanted.hosts))
     for host in wanted.hosts:
         _add_inband_nic(host)

@@ -88,14 +88,19 @@ def base_image() -> str:
     return ref
 
 
-def host_image() -> str:
-    """The lab host image: systemd, sshd, python3, sudo on the base image."""
-    base = base_image()
-    ref = f"{HOST_REPO}:{_key(base, CONTAINERFILE.read_text())}"
+def derived_image(repo: str, base: str, containerfile: Path) -> str:
+    """An image built FROM `base` with `containerfile` (BASE build arg), tagged with a hash of
+    both, so it is rebuilt only when either changes."""
+    ref = f"{repo}:{_key(base, containerfile.read_text())}"
     if image_exists(ref):
         return ref
     started = time.monotonic()
-    podman("build", "--build-arg", f"BASE={base}", "-t", ref, "-f", str(CONTAINERFILE),
-           str(CONTAINERFILE.parent), timeout=900)
+    podman("build", "--build-arg", f"BASE={base}", "-t", ref, "-f", str(containerfile),
+           str(containerfile.parent), timeout=900)
     _say(f"built {ref} in {time.monotonic() - started:.0f} s")
     return ref
+
+
+def host_image() -> str:
+    """The lab host image: systemd, sshd, python3, sudo on the base image."""
+    return derived_image(HOST_REPO, base_image(), CONTAINERFILE)

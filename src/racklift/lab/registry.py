@@ -56,12 +56,7 @@ class MirrorLab:
 def tools_image() -> str:
     """The lab host image with Distribution, skopeo and busybox-static installed (once per
     recipe)."""
-    base = podman.host_image()
-    ref = f"{TOOLS_REPO}:{podman._key(base, CONTAINERFILE.read_text())}"
-    if not podman.image_exists(ref):
-        podman.podman("build", "--build-arg", f"BASE={base}", "-t", ref, "-f",
-                      str(CONTAINERFILE), str(CONTAINERFILE.parent), timeout=900)
-    return ref
+    return podman.derived_image(TOOLS_REPO, podman.host_image(), CONTAINERFILE)
 
 
 def up(lab: MirrorLab, roles: Sequence[str], memory: str = "512m") -> dict[str, str]:
@@ -85,7 +80,7 @@ def up(lab: MirrorLab, roles: Sequence[str], memory: str = "512m") -> dict[str, 
             "--memory", memory, image)
     deadline = time.monotonic() + 120 + 5 * len(roles)
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda a: hosts._wait_for_ssh(a, deadline), addresses.values()))
+        list(pool.map(lambda a: hosts.wait_for_ssh(a, deadline), addresses.values()))
     return addresses
 
 

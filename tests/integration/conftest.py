@@ -1,5 +1,8 @@
 """A real NetBox for the tests: its own instance (port 18001, database racklift_test), so
-running the tests never touches the lab NetBox. Seeded once, then reset from a snapshot."""
+running the tests never touches the lab NetBox. Seeded once, then reset from a snapshot.
+
+RACKLIFT_TEST_NETBOX (instance name, hence database) with RACKLIFT_TEST_NETBOX_PORT and
+RACKLIFT_TEST_REDIS_BASE let two test sessions run side by side on one machine."""
 
 from __future__ import annotations
 
@@ -11,13 +14,15 @@ import pytest
 from racklift.lab import netbox_server, seed
 from racklift.netbox.client import NetBox, NetBoxSettings
 
+TEST_NAME = os.environ.get("RACKLIFT_TEST_NETBOX", "test")
 TEST_PORT = int(os.environ.get("RACKLIFT_TEST_NETBOX_PORT", 18001))
+TEST_REDIS_BASE = int(os.environ.get("RACKLIFT_TEST_REDIS_BASE", 2))
 SEEDED = "seeded"
 
 
 @pytest.fixture(scope="session")
 def instance() -> netbox_server.NetBoxInstance:
-    inst = netbox_server.NetBoxInstance("test", TEST_PORT, redis_base=2)
+    inst = netbox_server.NetBoxInstance(TEST_NAME, TEST_PORT, redis_base=TEST_REDIS_BASE)
     result = netbox_server.up(inst)
     print(f"\n[netbox] test NetBox up in {result.seconds:.1f} s "
           f"(already running: {result.already_running})")

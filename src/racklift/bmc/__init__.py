@@ -1,0 +1,1 @@
+"""BMC control (Redfish)."""

@@ -1,0 +1,1 @@
+"""Imaging: OS disk images, the deploy ramdisk and the installer path."""

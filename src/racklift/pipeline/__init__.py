@@ -1,0 +1,1 @@
+"""The pipeline: provision, reimage and verify runs across racks of hosts."""

@@ -1,0 +1,402 @@
+"""Redfish BMC control: power state, reset, boot source override, on `requests`.
+
+One `RedfishClient` talks to one BMC that manages one system, as a server's BMC does. Every
+failure becomes a `BmcError` naming the host, the BMC address, the operation and what to do;
+credentials never appear in messages, reprs or logs.
+
+Where things come from (`endpoint_for`, `credentials_for`):
+- BMC address: the device's OOB IP in NetBox; port 443 unless the host's vars say otherwise
+  (`racklift_bmc_port`; the lab's emulators listen on 8443).
+- CA bundle: `racklift_bmc_ca_bundle` host var or `RACKLIFT_BMC_CA_BUNDLE`; else the system
+  trust store. Certificate checks are never skipped silently: only an explicit
+  `racklift_bmc_insecure: true` turns them off, and that is logged.
+- Credentials: the host's Ansible vars (`racklift_bmc_username` / `racklift_bmc_password`,
+  normally from Ansible Vault) when the caller passes them, else the environment
+  (`RACKLIFT_BMC_USERNAME` / `RACKLIFT_BMC_PASSWORD`).
+
+Vendor quirks (why the client reads back and never assumes):
+- sushy-tools' libvirt driver (the lab's BMC emulator) applies a boot override as
+  "Continuous" whatever was asked (it rewrites the domain's boot order) and always reports
+  "Continuous": after a network deploy, always set the boot target back to Hdd.
+- System ids differ by vendor (Dell iDRAC `System.Embedded.1`, HPE iLO and Supermicro `1`,
+  sushy-tools the libvirt domain's UUID or name): discover them from /redfish/v1/Systems.
+- Reset types differ (iDRAC and iLO offer `PushPowerButton`; not every BMC offers
+  `GracefulRestart` or `ForceOn`): the client only sends a type the BMC lists in
+  `ResetType@Redfish.AllowableValues`, and says which ones it offers otherwise.
+- A real BMC clears a "Once" override after the next boot (Enabled reads back "Disabled").
+- Busy BMCs answer 503 with Retry-After (firmware jobs, an iDRAC or iLO restarting): honoured,
+  bounded, then reported.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from racklift.errors import RackliftError
+
+log = logging.getLogger(__name__)
+
+
+class BmcError(RackliftError):
+    """A BMC refused, failed or did not answer: names the host, the BMC and what to do."""
+
+
+DEFAULT_PORT = 443
+ENV_USERNAME = "RACKLIFT_BMC_USERNAME"
+ENV_PASSWORD = "RACKLIFT_BMC_PASSWORD"
+ENV_CA_BUNDLE = "RACKLIFT_BMC_CA_BUNDLE"
+VAR_USERNAME = "racklift_bmc_username"
+VAR_PASSWORD = "racklift_bmc_password"
+VAR_PORT = "racklift_bmc_port"
+VAR_CA_BUNDLE = "racklift_bmc_ca_bundle"
+VAR_INSECURE = "racklift_bmc_insecure"
+
+CREDENTIALS_HINT = (f"check the BMC credentials source ({VAR_USERNAME}/{VAR_PASSWORD} in the "
+                    f"host's Ansible vars or vault, or {ENV_USERNAME}/{ENV_PASSWORD})")
+UNREACHABLE_HINT = "check the OOB cabling and the device's OOB IP (oob_ip) in NetBox"
+
+BOOT_TARGETS = ("None", "Pxe", "Hdd", "Cd", "Usb", "BiosSetup", "UefiShell", "UefiHttp")
+BOOT_ENABLED = ("Disabled", "Once", "Continuous")
+BOOT_MODES = ("UEFI", "Legacy")
+
+
+@dataclass(frozen=True)
+class BmcCredentials:
+    username: str
+    password: str = field(repr=False)  # never printed
+
+    def __str__(self) -> str:
+        return f"{self.username}:<hidden>"
+
+
+@dataclass(frozen=True)
+class BmcEndpoint:
+    host: str  # the device's name in NetBox
+    address: str
+    port: int = DEFAULT_PORT
+    ca_bundle: Path | None = None  # None: the system trust store
+    insecure: bool = False  # explicit opt-out of certificate checks; never a default
+
+    @property
+    def url(self) -> str:
+        address = f"[{self.address}]" if ":" in self.address else self.address
+        return f"https://{address}:{self.port}"
+
+    @property
+    def verify(self) -> bool | str:
+        if self.insecure:
+            return False
+        return str(self.ca_bundle) if self.ca_bundle else True
+
+
+# ---------------------------------------------------------------------------------------------
+# Where endpoint and credentials come from (pure; the caller passes vars and environment)
+
+
+def endpoint_for(host: str, oob_ip: str | None, hostvars: Mapping[str, Any] | None = None,
+                 environ: Mapping[str, str] = os.environ) -> BmcEndpoint:
+    """The BMC of `host` from its NetBox OOB IP ('10.32.0.5/16') and its vars."""
+    if not oob_ip:
+        raise BmcError(f"{host}: no OOB (BMC) IP in NetBox (field oob_ip): assign the BMC's "
+                       "address to the device's mgmt-only interface and set it as OOB IP")
+    hostvars = hostvars or {}
+    try:
+        port = int(hostvars.get(VAR_PORT, DEFAULT_PORT))
+    except (TypeError, ValueError):
+        raise BmcError(f"{host}: {VAR_PORT} is {hostvars.get(VAR_PORT)!r}, not a port number: "
+                       "fix the host's vars") from None
+    ca = hostvars.get(VAR_CA_BUNDLE) or environ.get(ENV_CA_BUNDLE)
+    if ca and not Path(ca).is_file():
+        raise BmcError(f"{host}: BMC CA bundle {ca} does not exist: fix {VAR_CA_BUNDLE} "
+                       f"or {ENV_CA_BUNDLE}")
+    insecure = hostvars.get(VAR_INSECURE, False) in (True, "true", "yes", "1")
+    return BmcEndpoint(host, oob_ip.split("/")[0], port, Path(ca) if ca else None, insecure)
+
+
+def credentials_for(host: str, hostvars: Mapping[str, Any] | None = None,
+                    environ: Mapping[str, str] = os.environ) -> BmcCredentials:
+    """The seam for BMC credentials: the host's Ansible vars (vault) first, then the
+    environment. Either source must give both the username and the password."""
+    hostvars = hostvars or {}
+    for username, password in ((hostvars.get(VAR_USERNAME), hostvars.get(VAR_PASSWORD)),
+                               (environ.get(ENV_USERNAME), environ.get(ENV_PASSWORD))):
+        if username and password:
+            return BmcCredentials(str(username), str(password))
+    raise BmcError(f"{host}: no BMC credentials: set {VAR_USERNAME} and {VAR_PASSWORD} in the "
+                   f"host's Ansible vars (vault), or export {ENV_USERNAME} and {ENV_PASSWORD}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure parsing of Redfish payloads
+
+
+@dataclass(frozen=True)
+class BootOverride:
+    target: str | None
+    enabled: str | None
+    mode: str | None  # None: the BMC does not say (BIOS-only or not reported)
+    allowed_targets: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ResetAction:
+    target: str
+    allowed: tuple[str, ...]  # empty: the BMC does not say
+
+
+def parse_members(payload: Mapping[str, Any]) -> list[str]:
+    """A collection's member paths."""
+    return [m["@odata.id"] for m in payload.get("Members") or [] if "@odata.id" in m]
+
+
+def parse_power_state(payload: Mapping[str, Any]) -> str:
+    state = payload.get("PowerState")
+    if not isinstance(state, str):
+        raise ValueError("the system reports no PowerState")
+    return state
+
+
+def parse_reset_action(payload: Mapping[str, Any]) -> ResetAction:
+    action = (payload.get("Actions") or {}).get("#ComputerSystem.Reset")
+    if not action or "target" not in action:
+        raise ValueError("the system offers no #ComputerSystem.Reset action")
+    return ResetAction(action["target"],
+                       tuple(action.get("ResetType@Redfish.AllowableValues") or ()))
+
+
+def parse_boot(payload: Mapping[str, Any]) -> BootOverride:
+    boot = payload.get("Boot") or {}
+    return BootOverride(boot.get("BootSourceOverrideTarget"),
+                        boot.get("BootSourceOverrideEnabled"),
+                        boot.get("BootSourceOverrideMode"),
+                        tuple(boot.get("BootSourceOverrideTarget@Redfish.AllowableValues") or ()))
+
+
+def error_detail(payload: Any) -> str:
+    """A Redfish error body ({"error": {"message", "@Message.ExtendedInfo": [...]}}) as one
+    line; anything else as a short text."""
+    if isinstance(payload, Mapping) and isinstance(payload.get("error"), Mapping):
+        error = payload["error"]
+        messages = [str(i.get("Message")) for i in error.get("@Message.ExtendedInfo") or []
+                    if isinstance(i, Mapping) and i.get("Message")]
+        return "; ".join(messages or [str(error.get("message") or error.get("code") or "")])
+    return str(payload).strip()[:300]
+
+
+def retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a Retry-After header: delta-seconds or an HTTP date."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when - (time.time() if now is None else now))
+
+
+def backoff(attempt: int, base: float, cap: float) -> float:
+    """Exponential backoff: base, 2·base, 4·base, ... at most cap."""
+    return min(cap, base * 2 ** attempt)
+
+
+# ---------------------------------------------------------------------------------------------
+# The client (I/O)
+
+
+RETRY_STATUS = frozenset({500, 502, 503, 504})
+
+
+class RedfishClient:
+    """One BMC. Requests retry on connection errors and 5xx with exponential backoff (503
+    honours Retry-After, capped); each attempt has a connect and a read timeout."""
+
+    def __init__(self, endpoint: BmcEndpoint, credentials: BmcCredentials,
+                 timeout: tuple[float, float] = (5.0, 30.0), attempts: int = 4,
+                 backoff_base: float = 0.5, backoff_cap: float = 8.0,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.endpoint = endpoint
+        self.timeout = timeout
+        self.attempts = attempts
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self._sleep = sleep
+        self._session = requests.Session()
+        self._session.auth = (credentials.username, credentials.password)
+        self._session.verify = endpoint.verify
+        self._session.headers.update({"Accept": "application/json",
+                                      "OData-Version": "4.0"})
+        self._system: str | None = None
+        if endpoint.insecure:
+            log.warning("%s: BMC certificate checks are OFF (%s set)", endpoint.host,
+                        VAR_INSECURE)
+
+    def __repr__(self) -> str:
+        return f"RedfishClient({self.endpoint.host} at {self.endpoint.url})"
+
+    def close(self) -> None:
+        self._session.close()
+
+    def __enter__(self) -> RedfishClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- transport ----------------------------------------------------------------------------
+
+    def _fail(self, operation: str, problem: str, todo: str) -> BmcError:
+        return BmcError(f"{self.endpoint.host}: BMC at {self.endpoint.url} {problem} while "
+                        f"{operation}: {todo}")
+
+    def _request(self, method: str, path: str, operation: str,
+                 body: Mapping[str, Any] | None = None) -> requests.Response:
+        started = time.monotonic()
+        problem = ""
+        for attempt in range(self.attempts):
+            wait = backoff(attempt, self.backoff_base, self.backoff_cap)
+            try:
+                response = self._session.request(method, f"{self.endpoint.url}{path}",
+                                                 json=body, timeout=self.timeout)
+            except requests.exceptions.SSLError:
+                raise self._fail(operation, "presented a certificate that does not verify",
+                                 f"give racklift the BMC's CA ({VAR_CA_BUNDLE} or "
+                                 f"{ENV_CA_BUNDLE})") from None
+            except (requests.ConnectionError, requests.Timeout) as exc:
+                problem = ("did not answer in time" if isinstance(exc, requests.Timeout)
+                           else "refused or dropped the connection")
+            else:
+                if response.status_code not in RETRY_STATUS:
+                    return self._checked(response, operation)
+                problem = f"answered HTTP {response.status_code}"
+                hinted = retry_after(response.headers.get("Retry-After"))
+                if response.status_code == 503 and hinted is not None:
+                    wait = min(hinted, self.backoff_cap)
+            if attempt + 1 < self.attempts:
+                log.info("%s: BMC %s %s (%s); retrying in %.1f s", self.endpoint.host,
+                         self.endpoint.url, problem, operation, wait)
+                self._sleep(wait)
+        seconds = time.monotonic() - started
+        if problem.startswith("answered HTTP"):
+            raise self._fail(operation, f"{problem} {self.attempts} times in {seconds:.0f} s",
+                             "the BMC is busy or failing: retry later, or reset the BMC")
+        raise self._fail(operation, f"is unreachable ({problem}, {self.attempts} attempts in "
+                         f"{seconds:.0f} s)", UNREACHABLE_HINT)
+
+    def _checked(self, response: requests.Response, operation: str) -> requests.Response:
+        if response.ok:
+            return response
+        if response.status_code == 401:
+            raise self._fail(operation, "rejected the credentials (HTTP 401)",
+                             CREDENTIALS_HINT)
+        if response.status_code == 403:
+            raise self._fail(operation, "refused the request (HTTP 403)",
+                             "the BMC account lacks the privilege: give it the Operator or "
+                             "Administrator role")
+        try:
+            detail = error_detail(response.json())
+        except ValueError:
+            detail = response.text.strip()[:300] or response.reason
+        raise self._fail(operation, f"answered HTTP {response.status_code} ({detail})",
+                         "check the request against the BMC's Redfish support")
+
+    def _get(self, path: str, operation: str) -> dict[str, Any]:
+        try:
+            return dict(self._request("GET", path, operation).json())
+        except ValueError:
+            raise self._fail(operation, f"sent a non-JSON answer for {path}",
+                             "is this address a Redfish BMC?") from None
+
+    # -- the system ---------------------------------------------------------------------------
+
+    def system_path(self) -> str:
+        """The one system this BMC manages (discovered once)."""
+        if self._system is None:
+            members = parse_members(self._get("/redfish/v1/Systems", "listing its systems"))
+            if len(members) != 1:
+                raise self._fail("listing its systems", f"manages {len(members)} systems",
+                                 "racklift expects one system per BMC: check the OOB IP of "
+                                 "this device in NetBox")
+            self._system = members[0]
+        return self._system
+
+    def system(self) -> dict[str, Any]:
+        return self._get(self.system_path(), "reading the system")
+
+    def power_state(self) -> str:
+        try:
+            return parse_power_state(self.system())
+        except ValueError as exc:
+            raise self._fail("reading the power state", str(exc), "check the BMC") from None
+
+    def reset(self, reset_type: str) -> None:
+        """On, ForceOff, ForceRestart, GracefulShutdown, ... as the BMC allows."""
+        operation = f"resetting the system ({reset_type})"
+        try:
+            action = parse_reset_action(self.system())
+        except ValueError as exc:
+            raise self._fail(operation, str(exc), "check the BMC's firmware") from None
+        if action.allowed and reset_type not in action.allowed:
+            raise self._fail(operation, f"does not offer ResetType {reset_type}",
+                             f"use one it offers: {', '.join(action.allowed)}")
+        self._request("POST", action.target, operation, {"ResetType": reset_type})
+        log.info("%s: reset %s sent", self.endpoint.host, reset_type)
+
+    def boot_override(self) -> BootOverride:
+        return parse_boot(self.system())
+
+    def set_boot_override(self, target: str, enabled: str = "Once",
+                          mode: str | None = None) -> BootOverride:
+        """Set the boot source override, then read it back. The target must read back as
+        asked; `enabled` may read back otherwise (see the module's vendor quirks)."""
+        operation = f"setting boot override {target}/{enabled}" + (f"/{mode}" if mode else "")
+        for value, allowed, name in ((target, BOOT_TARGETS, "target"),
+                                     (enabled, BOOT_ENABLED, "enabled"),
+                                     (mode, (None, *BOOT_MODES), "mode")):
+            if value not in allowed:
+                raise BmcError(f"{self.endpoint.host}: boot override {name} {value!r} is not "
+                               f"one of {', '.join(map(str, allowed))}")
+        body: dict[str, Any] = {"BootSourceOverrideTarget": target,
+                                "BootSourceOverrideEnabled": enabled}
+        if mode:
+            body["BootSourceOverrideMode"] = mode
+        self._request("PATCH", self.system_path(), operation, {"Boot": body})
+        now = self.boot_override()
+        if now.target != target or (mode and now.mode != mode):
+            raise self._fail(operation, f"reads back target {now.target}, mode {now.mode}",
+                             "the BMC did not apply the override: retry, or set it in the "
+                             "BMC's web interface")
+        if now.enabled != enabled:
+            log.warning("%s: boot override reads back %s, not %s (a BMC quirk): set Hdd "
+                        "again after the deploy", self.endpoint.host, now.enabled, enabled)
+        return now
+
+    # -- what imaging needs -------------------------------------------------------------------
+
+    def power_on(self) -> None:
+        if self.power_state() != "On":
+            self.reset("On")
+
+    def power_off(self) -> None:
+        if self.power_state() != "Off":
+            self.reset("ForceOff")
+
+    def network_boot_once(self) -> BootOverride:
+        """Next boot from the network, then power-cycle (or power on)."""
+        override = self.set_boot_override("Pxe", "Once")
+        self.reset("ForceRestart" if self.power_state() == "On" else "On")
+        return override
+
+    def boot_from_disk(self) -> BootOverride:
+        return self.set_boot_override("Hdd", "Continuous")

@@ -1,0 +1,174 @@
+"""The deploy data a deploying host fetches (once) from the deploy API, and its one-time token.
+
+Pure functions: the controller renders each host's deploy data from NetBox's values and the image
+artifact; the boot_server role stores it as hosts/<hostname>.json next to the token's SHA-256
+(host_record). The deploy ramdisk reads it with sed, so every string is checked here to be plain:
+no quotes, backslashes, brackets or line breaks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import re
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from racklift.errors import RackliftError
+
+HOSTNAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+MAC_RE = re.compile(r"^[0-9a-f]{2}([:-][0-9a-f]{2}){5}$")
+DISK_RE = re.compile(r"^/dev/[A-Za-z0-9/_.-]+$")
+IMAGE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+BUILD_ID_RE = re.compile(r"^[0-9a-f]{8,64}$")
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+KEY_TYPES = ("ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384",
+             "ecdsa-sha2-nistp521", "sk-ssh-ed25519@openssh.com",
+             "sk-ecdsa-sha2-nistp256@openssh.com")
+KEY_RE = re.compile(r"^(?P<type>\S+) (?P<blob>[A-Za-z0-9+/]+={0,2})( [^\"\\\[\]\n\r]*)?$")
+IMAGE_FORMAT = "raw.gz"
+
+
+class DeployDataError(RackliftError):
+    """A host's deploy data cannot be rendered: names the host, the field and the fix."""
+
+
+@dataclass(frozen=True)
+class ImageArtifact:
+    name: str
+    build_id: str
+    sha256: str  # of the compressed image, as the ramdisk reads it off the wire
+
+    def url(self, boot_server_url: str) -> str:
+        return f"{boot_server_url.rstrip('/')}/images/{self.name}/{self.build_id}/disk.raw.gz"
+
+
+@dataclass(frozen=True)
+class HostDeploy:
+    host: str  # the NetBox device name
+    mac: str  # provisioning NIC
+    address: str  # with prefix length, e.g. 10.90.0.11/24
+    gateway: str | None = None
+    dns: tuple[str, ...] = ()
+    authorized_keys: tuple[str, ...] = field(default_factory=tuple)
+    target_disk: str = "/dev/vda"
+    hostname: str | None = None  # defaults to host
+
+
+def new_token() -> str:
+    """A one-time deploy token: 256 random bits, URL- and kernel-command-line-safe."""
+    return secrets.token_urlsafe(32)
+
+
+def token_sha256(token: str) -> str:
+    """What the boot server stores instead of the token."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def normalize_mac(mac: str) -> str:
+    """Lowercase with colons, as the boot server's file names and iPXE's ${net0/mac} use."""
+    value = mac.strip().lower()
+    if not MAC_RE.match(value):
+        raise ValueError(f"{mac!r} is not a MAC address (expected 52:54:00:12:34:56)")
+    return value.replace("-", ":")
+
+
+def _fail(host: str, field_name: str, problem: str, fix: str) -> DeployDataError:
+    return DeployDataError(f"{host}: deploy data field '{field_name}' {problem}; {fix}")
+
+
+def _check(host: str, field_name: str, value: str, pattern: re.Pattern[str], fix: str) -> str:
+    if not isinstance(value, str) or not pattern.match(value):
+        raise _fail(host, field_name, f"is {value!r}", fix)
+    return value
+
+
+def _network(spec: HostDeploy, host: str) -> dict[str, Any]:
+    try:
+        mac = normalize_mac(spec.mac)
+    except (ValueError, AttributeError) as exc:
+        raise _fail(host, "network.mac", str(exc),
+                    "set the provisioning interface's MAC address in NetBox") from None
+    if "/" not in (spec.address or ""):
+        raise _fail(host, "network.address", f"is {spec.address!r} (no prefix length)",
+                    "give the primary IP with its prefix, e.g. 10.90.0.11/24")
+    try:
+        interface = ipaddress.ip_interface(spec.address)
+    except ValueError as exc:
+        raise _fail(host, "network.address", str(exc), "fix the primary IP in NetBox") from None
+    net = interface.network
+    if net.prefixlen < net.max_prefixlen - 1 and interface.ip in (net.network_address,
+                                                                   net.broadcast_address):
+        raise _fail(host, "network.address", f"{interface} is the network's own address",
+                    "give the host an address inside its prefix")
+    gateway = None
+    if spec.gateway:
+        try:
+            gateway = ipaddress.ip_address(spec.gateway)
+        except ValueError as exc:
+            raise _fail(host, "network.gateway", str(exc), "fix the gateway address") from None
+        if gateway not in net or gateway == interface.ip:
+            raise _fail(host, "network.gateway", f"{gateway} is not another address in {net}",
+                        "use a gateway on the host's provisioning network")
+    dns = []
+    for server in spec.dns:
+        try:
+            dns.append(str(ipaddress.ip_address(server)))
+        except ValueError as exc:
+            raise _fail(host, "network.dns", str(exc), "list DNS servers as IP addresses") \
+                from None
+    return {"mac": mac, "address": str(interface), "gateway": str(gateway) if gateway else None,
+            "dns": dns}
+
+
+def _keys(host: str, keys: Sequence[str]) -> list[str]:
+    if isinstance(keys, str) or not keys:
+        raise _fail(host, "authorized_keys", "is empty" if not keys else "is one string",
+                    "give a list of at least one SSH public key, or nobody can log in")
+    out = []
+    for number, key in enumerate(keys, 1):
+        match = KEY_RE.match(key.strip()) if isinstance(key, str) else None
+        if not match or match["type"] not in KEY_TYPES:
+            raise _fail(host, "authorized_keys", f"entry {number} is not a plain OpenSSH public "
+                        "key", "give 'TYPE BASE64 [comment]' without options, quotes or "
+                        "brackets (e.g. the content of ~/.ssh/id_ed25519.pub)")
+        out.append(key.strip())
+    return out
+
+
+def render(spec: HostDeploy, image: ImageArtifact, boot_server_url: str) -> dict[str, Any]:
+    """The deploy data for one host, checked field by field (schema in the boot contract)."""
+    host = spec.host if isinstance(spec.host, str) and spec.host else "<unnamed host>"
+    _check(host, "host", spec.host, HOSTNAME_RE,
+           "use a lowercase DNS label (letters, digits, '-') as the device name")
+    hostname = _check(host, "hostname", spec.hostname or spec.host, HOSTNAME_RE,
+                      "use a lowercase DNS label (letters, digits, '-')")
+    if not boot_server_url.startswith("http://"):
+        raise _fail(host, "image.url", f"would start with {boot_server_url!r}",
+                    "serve images over plain http:// (the deploy ramdisk's busybox wget has "
+                    "no TLS; the sha256 check protects the image)")
+    return {
+        "host": spec.host,
+        "image": {
+            "name": _check(host, "image.name", image.name, IMAGE_NAME_RE,
+                           "use the image name racklift built (e.g. debian12)"),
+            "build_id": _check(host, "image.build_id", image.build_id, BUILD_ID_RE,
+                               "use the build id `invoke image.build` printed"),
+            "url": image.url(boot_server_url),
+            "sha256": _check(host, "image.sha256", image.sha256, SHA256_RE,
+                             "use the disk.raw.gz.sha256 written next to the image"),
+            "format": IMAGE_FORMAT,
+        },
+        "target_disk": _check(host, "target_disk", spec.target_disk, DISK_RE,
+                              "name the disk to overwrite as /dev/..., e.g. /dev/vda"),
+        "hostname": hostname,
+        "authorized_keys": _keys(host, spec.authorized_keys),
+        "network": _network(spec, host),
+    }
+
+
+def host_record(token: str, deploy: dict[str, Any]) -> dict[str, Any]:
+    """hosts/<hostname>.json on the boot server: the token's hash, never the token."""
+    return {"token_sha256": token_sha256(token), "deploy": deploy}

@@ -234,7 +234,6 @@ class RedfishClient:
         self._sleep = sleep
         self._session = requests.Session()
         self._session.auth = (credentials.username, credentials.password)
-        self._session.verify = endpoint.verify
         self._session.headers.update({"Accept": "application/json",
                                       "OData-Version": "4.0"})
         self._system: str | None = None
@@ -267,8 +266,10 @@ class RedfishClient:
         for attempt in range(self.attempts):
             wait = backoff(attempt, self.backoff_base, self.backoff_cap)
             try:
+                # verify per request: a session's verify loses to REQUESTS_CA_BUNDLE.
                 response = self._session.request(method, f"{self.endpoint.url}{path}",
-                                                 json=body, timeout=self.timeout)
+                                                 json=body, timeout=self.timeout,
+                                                 verify=self.endpoint.verify)
             except requests.exceptions.SSLError:
                 raise self._fail(operation, "presented a certificate that does not verify",
                                  f"give racklift the BMC's CA ({VAR_CA_BUNDLE} or "

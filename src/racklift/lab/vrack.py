@@ -1,0 +1,713 @@
+"""The virtual rack: QEMU VMs (libvirt, TCG) behind one Redfish BMC emulator each, on a
+provisioning network inside a network namespace, with the boot server container there, all
+registered in NetBox. Lab only.
+
+- The namespace holds a bridge with the rack's private IPv4 (.1, the boot server's address)
+  and an IPv6 ULA (so iPXE does not wait for IPv6 autoconfiguration once the boot server sends
+  router advertisements). Private addresses exist only inside it.
+- libvirtd runs inside the namespace (a VM's tap can only join a bridge in libvirtd's own
+  namespace), so one virtual rack runs per machine; a second one is refused with a clear error.
+  libvirt's default network is never started.
+- VMs: `<domain type='qemu'>` (TCG: /dev/kvm here cannot run a guest), UEFI firmware (OVMF:
+  under TCG the firmware reaches iPXE in ~4 s and DHCP in ~11 s, and it mirrors its console,
+  iPXE's included, to the serial port, logged to a file); BIOS on request (`firmware='bios'`).
+  The SMBIOS serial equals the NetBox serial, so verify reads the same identity as on metal.
+- BMCs: one sushy-emulator per VM (SUSHY_EMULATOR_ALLOWED_INSTANCES: it manages exactly one
+  system, as a real BMC does), on its own loopback address (127.0.77.<n>) port 8443, TLS from
+  the lab CA, HTTP basic auth with the lab's BMC password (kept in the state dir, mode 0600).
+- The boot server: one systemd container (the lab host image) joined to the namespace, so it
+  has the bridge's address; Ansible reaches it, and the VMs, with an SSH ProxyCommand that
+  enters the namespace (`proxy_command`, and inventory/group_vars/tag_racklift_lab_prov.yml).
+- NetBox: each VM a device (status planned, serial, provisioning MAC, primary IP = the address
+  the boot server's DHCP will give it, OOB IP = its emulator's address), the boot server a
+  device (status active, primary IP = the bridge's address).
+
+`up()` converges (re-run: nothing new; fewer VMs: the extra ones go), `down()` removes exactly
+what `up()` made. State and disks live under racklift.paths.state_dir()/vrack/<namespace>.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+import requests
+
+from racklift.errors import LabError
+from racklift.lab import hosts, podman, seed
+from racklift.netbox.bootstrap import ROLE_GPU_SERVER, TAG_LAB, bootstrap
+from racklift.netbox.client import NetBox
+from racklift.paths import state_dir
+
+TAG_VM = "racklift-lab-vm"  # a VM of the virtual rack
+TAG_PROV = "racklift-lab-prov"  # reached through the provisioning namespace (SSH ProxyCommand)
+ROLE_BOOT_SERVER = "boot-server"
+VM_TYPE = "racklift-lab-vm"
+BOOT_SERVER_TYPE = "racklift-lab-boot-server"
+BMC_PORT = 8443
+BMC_USERNAME = "racklift"
+LIBVIRT_URI = "qemu:///system"
+OVMF_CODE = Path("/usr/share/OVMF/OVMF_CODE_4M.fd")
+OVMF_VARS = Path("/usr/share/OVMF/OVMF_VARS_4M.fd")
+FIRMWARES = ("uefi", "bios")
+
+
+@dataclass(frozen=True)
+class Vrack:
+    """One virtual rack: its namespace, networks and names. The tests run their own."""
+
+    netns: str
+    bridge: str  # at most 15 characters (a Linux interface name)
+    subnet: ipaddress.IPv4Network
+    ula: ipaddress.IPv6Network
+    bmc_net: ipaddress.IPv4Network  # loopback addresses for the emulators
+    rack: str
+    site: str = "lab1"
+    mac_base: int = 0x5000  # clear of the container hosts' (racklift.lab.hosts)
+    firmware: str = "uefi"
+    memory_mib: int = 1024
+    disk_gib: int = 8
+
+    @property
+    def gateway(self) -> ipaddress.IPv4Address:
+        return self.subnet.network_address + 1
+
+    @property
+    def capacity(self) -> int:
+        return min(self.subnet.num_addresses - hosts.FIRST_HOST - 1,
+                   self.bmc_net.num_addresses - 2)
+
+    @property
+    def boot_server(self) -> str:
+        return f"boot-{self.rack.lower()}"
+
+    @property
+    def vm_prefix(self) -> str:
+        return f"vm-{self.rack.lower()}-"
+
+    @property
+    def label(self) -> str:
+        return f"racklift.vrack={self.netns}"
+
+
+LAB = Vrack("racklift-prov", "rlprov0", ipaddress.ip_network("10.90.0.0/24"),
+            ipaddress.ip_network("fd52:4c90::/64"), ipaddress.ip_network("127.0.77.0/24"),
+            rack="V01")
+
+
+@dataclass(frozen=True)
+class VmPlan:
+    name: str
+    uuid: str
+    serial: str
+    mac: str
+    ip: str  # address/prefix the boot server's DHCP gives it
+    bmc: str  # the emulator's loopback address
+
+    @property
+    def address(self) -> str:
+        return self.ip.split("/")[0]
+
+
+def plan(count: int, rack: Vrack = LAB) -> tuple[VmPlan, ...]:
+    """`count` VMs with fixed names, UUIDs, MACs and addresses, so re-running converges."""
+    if not 0 < count <= rack.capacity:
+        raise LabError(f"the virtual rack {rack.rack} holds 1 to {rack.capacity} VMs, "
+                       f"not {count}")
+    vms = []
+    for slot in range(count):
+        name = f"{rack.vm_prefix}{slot + 1:02d}"
+        vms.append(VmPlan(
+            name=name, uuid=str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{name}.racklift.lab")),
+            serial=f"VM{rack.rack}{slot + 1:04d}",
+            mac=seed.mac_for(rack.mac_base + slot, 1),
+            ip=f"{rack.subnet.network_address + hosts.FIRST_HOST + slot}/{rack.subnet.prefixlen}",
+            bmc=str(rack.bmc_net.network_address + 1 + slot)))
+    return tuple(vms)
+
+
+def proxy_command(rack: Vrack = LAB) -> str:
+    """How SSH reaches an address inside the rack's namespace."""
+    return f"ip netns exec {rack.netns} nc %h %p"
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure rendering
+
+
+def domain_xml(vm: VmPlan, rack: Vrack, disk: Path, nvram: Path, console: Path) -> str:
+    """The libvirt domain: TCG, UEFI (or BIOS), disk first then network, serial to a file.
+    QEMU runs as root (static DAC label): the state dir is under root's home."""
+    if rack.firmware not in FIRMWARES:
+        raise LabError(f"firmware {rack.firmware!r} is not one of {', '.join(FIRMWARES)}")
+    loader = (f"<loader readonly='yes' type='pflash'>{OVMF_CODE}</loader>"
+              f"<nvram template='{OVMF_VARS}'>{escape(str(nvram))}</nvram>"
+              if rack.firmware == "uefi" else "")
+    return f"""<domain type='qemu'>
+  <name>{vm.name}</name>
+  <uuid>{vm.uuid}</uuid>
+  <memory unit='MiB'>{rack.memory_mib}</memory>
+  <vcpu>1</vcpu>
+  <sysinfo type='smbios'>
+    <system>
+      <entry name='manufacturer'>racklift lab</entry>
+      <entry name='product'>{VM_TYPE}</entry>
+      <entry name='serial'>{vm.serial}</entry>
+    </system>
+  </sysinfo>
+  <os>
+    <type arch='x86_64' machine='q35'>hvm</type>
+    {loader}
+    <boot dev='hd'/>
+    <boot dev='network'/>
+    <smbios mode='sysinfo'/>
+  </os>
+  <features><acpi/><apic/><tcg><tb-cache unit='MiB'>128</tb-cache></tcg></features>
+  <clock offset='utc'/>
+  <on_poweroff>destroy</on_poweroff>
+  <on_reboot>restart</on_reboot>
+  <on_crash>destroy</on_crash>
+  <devices>
+    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+    <disk type='file' device='disk'>
+      <driver name='qemu' type='qcow2'/>
+      <source file='{escape(str(disk))}'/>
+      <target dev='vda' bus='virtio'/>
+    </disk>
+    <interface type='bridge'>
+      <mac address='{vm.mac.lower()}'/>
+      <source bridge='{rack.bridge}'/>
+      <model type='virtio'/>
+    </interface>
+    <serial type='file'>
+      <source path='{escape(str(console))}' append='on'/>
+      <target port='0'/>
+    </serial>
+    <memballoon model='none'/>
+  </devices>
+  <seclabel type='static' model='dac' relabel='no'><label>+0:+0</label></seclabel>
+</domain>
+"""
+
+
+def emulator_config(vm: VmPlan, cert: Path, key: Path, auth_file: Path) -> str:
+    """sushy-emulator's configuration (a Python file) for the one VM it manages."""
+    return (f"SUSHY_EMULATOR_LISTEN_IP = {vm.bmc!r}\n"
+            f"SUSHY_EMULATOR_LISTEN_PORT = {BMC_PORT}\n"
+            f"SUSHY_EMULATOR_SSL_CERT = {str(cert)!r}\n"
+            f"SUSHY_EMULATOR_SSL_KEY = {str(key)!r}\n"
+            f"SUSHY_EMULATOR_AUTH_FILE = {str(auth_file)!r}\n"
+            f"SUSHY_EMULATOR_LIBVIRT_URI = {LIBVIRT_URI!r}\n"
+            f"SUSHY_EMULATOR_ALLOWED_INSTANCES = [{vm.uuid!r}, {vm.name!r}]\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# Paths and commands
+
+
+def vrack_dir(rack: Vrack = LAB) -> Path:
+    return state_dir() / "vrack" / rack.netns
+
+
+def ca_dir() -> Path:
+    """The lab BMC CA, shared by every virtual rack on this machine."""
+    return state_dir() / "vrack" / "ca"
+
+
+def ca_bundle() -> Path:
+    return ca_dir() / "ca.pem"
+
+
+def vm_dir(rack: Vrack, name: str) -> Path:
+    return vrack_dir(rack) / "vms" / name
+
+
+def console_log(rack: Vrack, name: str) -> Path:
+    """A VM's serial console: firmware, iPXE, kernel and ramdisk output."""
+    return vm_dir(rack, name) / "console.log"
+
+
+def _run(*cmd: str, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess:
+    try:
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        raise LabError(f"{cmd[0]} not found: run scripts/bootstrap (it installs the virtual "
+                       "rack's packages)") from None
+    if check and result.returncode != 0:
+        raise LabError(f"{' '.join(cmd[:6])}: {(result.stderr or result.stdout).strip()[-600:]}")
+    return result
+
+
+def _in_ns(rack: Vrack, *cmd: str, timeout: float = 60,
+           check: bool = True) -> subprocess.CompletedProcess:
+    return _run("ip", "netns", "exec", rack.netns, *cmd, timeout=timeout, check=check)
+
+
+def virsh(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return _run("virsh", "-q", "-c", LIBVIRT_URI, *args, check=check)
+
+
+# ---------------------------------------------------------------------------------------------
+# Namespace and libvirtd
+
+
+def _netns_path(rack: Vrack) -> Path:
+    return Path("/run/netns") / rack.netns
+
+
+def ensure_network(rack: Vrack) -> None:
+    if not _netns_path(rack).exists():
+        _run("ip", "netns", "add", rack.netns)
+    _in_ns(rack, "ip", "link", "set", "lo", "up")
+    if _in_ns(rack, "ip", "link", "show", rack.bridge, check=False).returncode != 0:
+        _in_ns(rack, "ip", "link", "add", rack.bridge, "type", "bridge")
+    _in_ns(rack, "ip", "addr", "replace", f"{rack.gateway}/{rack.subnet.prefixlen}",
+           "dev", rack.bridge)
+    # nodad: the bridge has no carrier until a VM starts; a tentative address would stall RA.
+    _in_ns(rack, "ip", "-6", "addr", "replace", f"{rack.ula.network_address + 1}/"
+           f"{rack.ula.prefixlen}", "dev", rack.bridge, "nodad")
+    _in_ns(rack, "ip", "link", "set", rack.bridge, "up")
+
+
+def _alive_pid(pid_file: Path, comm: str) -> int | None:
+    """The pid in `pid_file` when that process is alive and is `comm`."""
+    try:
+        pid = int(pid_file.read_text().split()[0])
+        if Path(f"/proc/{pid}/comm").read_text().strip() == comm:
+            return pid
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _netns_inode(pid: int) -> int:
+    return os.stat(f"/proc/{pid}/ns/net").st_ino
+
+
+def _in_our_ns(rack: Vrack, pid: int) -> bool:
+    return _netns_path(rack).exists() and _netns_inode(pid) == _netns_path(rack).stat().st_ino
+
+
+LIBVIRTD_PID = Path("/run/libvirtd.pid")
+VIRTLOGD_PID = Path("/run/virtlogd.pid")
+
+
+def _wait(what: str, ready, seconds: float, hint: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + seconds
+    while not ready():
+        if time.monotonic() > deadline:
+            raise LabError(f"{what} not ready after {seconds:.0f} s: {hint}")
+        time.sleep(0.3)
+
+
+def ensure_libvirtd(rack: Vrack) -> None:
+    """libvirtd (and virtlogd) inside the rack's namespace. /dev/kvm group-readable first:
+    otherwise libvirt re-probes QEMU on every call (a define takes ~56 s, not 0.07 s)."""
+    kvm = Path("/dev/kvm")
+    if kvm.exists():
+        shutil.chown(kvm, group="kvm")
+        kvm.chmod(0o660)
+    pid = _alive_pid(LIBVIRTD_PID, "libvirtd")
+    if pid is not None and not _in_our_ns(rack, pid):
+        raise LabError(f"libvirtd (pid {pid}) already runs outside the namespace {rack.netns}: "
+                       "one virtual rack per machine; bring the other one down "
+                       f"(`invoke vrack.down`) or stop that libvirtd (kill {pid})")
+    if _alive_pid(VIRTLOGD_PID, "virtlogd") is None:
+        _in_ns(rack, "virtlogd", "-d")
+    if pid is None:
+        _in_ns(rack, "libvirtd", "-d")
+    _wait("libvirtd", lambda: virsh("version", check=False).returncode == 0, 30,
+          "see /var/log/libvirt/libvirtd.log")
+
+
+def _stop(pid_file: Path, comm: str, rack: Vrack) -> None:
+    pid = _alive_pid(pid_file, comm)
+    if pid is None or not _in_our_ns(rack, pid):
+        return
+    os.kill(pid, 15)
+    _wait(comm, lambda: _alive_pid(pid_file, comm) is None, 20, f"kill -9 {pid}")
+
+
+# ---------------------------------------------------------------------------------------------
+# TLS and the BMC password
+
+
+def _ensure_ca() -> None:
+    directory = ca_dir()
+    if (directory / "ca.pem").exists():
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    _run("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-keyout", str(directory / "ca.key"), "-out", str(directory / "ca.pem"),
+         "-days", "3650", "-subj", "/CN=racklift lab BMC CA",
+         "-addext", "basicConstraints=critical,CA:TRUE",
+         "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+
+
+def _ensure_cert(rack: Vrack, vm: VmPlan) -> tuple[Path, Path]:
+    directory = vm_dir(rack, vm.name)
+    cert, key = directory / "bmc.pem", directory / "bmc.key"
+    if cert.exists() and key.exists():
+        return cert, key
+    csr, ext = directory / "bmc.csr", directory / "bmc.ext"
+    _run("openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-keyout", str(key), "-out", str(csr), "-subj", f"/CN={vm.name}-bmc")
+    ext.write_text(f"subjectAltName=IP:{vm.bmc}\nbasicConstraints=CA:FALSE\n"
+                   "keyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n"
+                   "authorityKeyIdentifier=keyid\nsubjectKeyIdentifier=hash\n")
+    _run("openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca_bundle()),
+         "-CAkey", str(ca_dir() / "ca.key"), "-CAcreateserial", "-days", "825",
+         "-extfile", str(ext), "-out", str(cert))
+    csr.unlink()
+    ext.unlink()
+    return cert, key
+
+
+def _password_file(rack: Vrack) -> Path:
+    return vrack_dir(rack) / "bmc-password"
+
+
+def bmc_password(rack: Vrack = LAB) -> str:
+    """The lab BMCs' password (made once per rack; mode 0600)."""
+    path = _password_file(rack)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_urlsafe(18))
+    return path.read_text().strip()
+
+
+def _auth_file(rack: Vrack) -> Path:
+    """htpasswd for the emulators (sushy-tools accepts bcrypt entries only)."""
+    import bcrypt  # sushy-tools' dependency: present wherever the virtual rack can run
+
+    path = vrack_dir(rack) / "bmc-htpasswd"
+    password = bmc_password(rack).encode()
+    if path.exists():
+        _, digest = path.read_text().strip().split(":", 1)
+        if bcrypt.checkpw(password, digest.encode()):
+            return path
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(f"{BMC_USERNAME}:{bcrypt.hashpw(password, bcrypt.gensalt()).decode()}\n")
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# VMs and their BMC emulators
+
+
+def domains(rack: Vrack) -> dict[str, str]:
+    """The rack's libvirt domains and their states ('running', 'shut off', ...)."""
+    if _alive_pid(LIBVIRTD_PID, "libvirtd") is None:
+        return {}
+    names = virsh("list", "--all", "--name").stdout.split()
+    return {n: virsh("domstate", n).stdout.strip() for n in names
+            if n.startswith(rack.vm_prefix)}
+
+
+def _ensure_vm(rack: Vrack, vm: VmPlan, existing: dict[str, str]) -> bool:
+    directory = vm_dir(rack, vm.name)
+    directory.mkdir(parents=True, exist_ok=True)
+    disk = directory / "disk.qcow2"
+    if not disk.exists():
+        _run("qemu-img", "create", "-q", "-f", "qcow2", str(disk), f"{rack.disk_gib}G")
+    if vm.name in existing:
+        return False
+    xml = directory / "domain.xml"
+    xml.write_text(domain_xml(vm, rack, disk, directory / "nvram.fd",
+                              console_log(rack, vm.name)))
+    virsh("define", str(xml))
+    return True
+
+
+def _emulator_pid(rack: Vrack, name: str) -> int | None:
+    pid_file = vm_dir(rack, name) / "bmc.pid"
+    try:
+        pid = int(pid_file.read_text())
+        if b"sushy" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return pid
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _bmc_answers(vm: VmPlan) -> bool:
+    try:  # the service root answers without credentials, as on real BMCs
+        return requests.get(f"https://{vm.bmc}:{BMC_PORT}/redfish/v1", timeout=2,
+                            verify=str(ca_bundle())).ok
+    except requests.RequestException:
+        return False
+
+
+def _ensure_emulator(rack: Vrack, vm: VmPlan, auth_file: Path) -> bool:
+    if _emulator_pid(rack, vm.name) is not None:
+        return False
+    program = Path(sys.executable).with_name("sushy-emulator")
+    if not program.exists():
+        raise LabError(f"{program} not found: install racklift's dev extra "
+                       "(pip install -e '.[dev]'), which brings sushy-tools")
+    directory = vm_dir(rack, vm.name)
+    cert, key = _ensure_cert(rack, vm)
+    config = directory / "bmc.conf"
+    config.write_text(emulator_config(vm, cert, key, auth_file))
+    with open(directory / "bmc.log", "ab") as log:
+        process = subprocess.Popen([str(program), "--config", str(config)], stdout=log,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True)
+    (directory / "bmc.pid").write_text(str(process.pid))
+    _wait(f"BMC emulator of {vm.name} at https://{vm.bmc}:{BMC_PORT}",
+          lambda: _bmc_answers(vm) or process.poll() is not None, 30,
+          f"see {directory / 'bmc.log'}")
+    if process.poll() is not None:
+        raise LabError(f"BMC emulator of {vm.name} exited: see {directory / 'bmc.log'}")
+    return True
+
+
+def _remove_vm(rack: Vrack, name: str, existing: dict[str, str]) -> None:
+    pid = _emulator_pid(rack, name)
+    if pid is not None:
+        os.kill(pid, 15)
+        _wait(f"BMC emulator of {name}", lambda: _emulator_pid(rack, name) is None, 10,
+              f"kill -9 {pid}")
+    if name in existing:
+        if existing[name] != "shut off":
+            virsh("destroy", name, check=False)
+        virsh("undefine", "--nvram", name)
+    shutil.rmtree(vm_dir(rack, name), ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The boot server container
+
+
+def boot_server_containers(rack: Vrack) -> list[str]:
+    out = podman.podman("ps", "-a", "--filter", f"label={rack.label}", "--format", "json")
+    return [c["Names"][0] for c in json.loads(out or "[]")]
+
+
+def ssh_answers(rack: Vrack, address: str) -> bool:
+    """Whether sshd at `address` inside the namespace sends its banner."""
+    result = _in_ns(rack, "nc", "-w", "2", address, "22", timeout=10, check=False)
+    return result.stdout.startswith("SSH-")
+
+
+def _ensure_boot_server(rack: Vrack) -> bool:
+    name = rack.boot_server
+    if name in boot_server_containers(rack):
+        podman.podman("start", name)
+        created = False
+    else:
+        podman.podman(
+            "run", "-d", "--name", name, "--hostname", name, "--systemd=always",
+            "--label", f"{hosts.LABEL}={rack.netns}", "--label", rack.label,
+            "--network", f"ns:{_netns_path(rack)}",
+            # dnsmasq answers DHCP and sends router advertisements on the bridge.
+            "--cap-add", "NET_ADMIN", "--cap-add", "NET_RAW",
+            "--mount", f"type=bind,src={hosts.ssh_key()}.pub,dst=/root/.ssh/authorized_keys,"
+                       "ro=true",
+            "--memory", "512m", podman.host_image())
+        created = True
+    _wait(f"SSH of the boot server {name} at {rack.gateway}",
+          lambda: ssh_answers(rack, str(rack.gateway)), 120, f"see `podman logs {name}`")
+    return created
+
+
+# ---------------------------------------------------------------------------------------------
+# NetBox
+
+
+def _ensure_types(netbox: NetBox) -> dict[str, int]:
+    maker, _ = netbox.get_or_create("dcim/manufacturers", {"slug": "qemu"}, {"name": "QEMU"})
+    ids = {}
+    for slug, interfaces in (
+            (VM_TYPE, [{"name": seed.BMC, "type": "1000base-t", "mgmt_only": True,
+                        "label": "BMC (sushy-emulator)"},
+                       {"name": seed.PROVISIONING, "type": "1000base-t",
+                        "label": "provisioning"}]),
+            (BOOT_SERVER_TYPE, [{"name": seed.PROVISIONING, "type": "1000base-t",
+                                 "label": "provisioning"}])):
+        device_type, created = netbox.get_or_create(
+            "dcim/device-types", {"slug": slug},
+            {"manufacturer": maker["id"], "model": slug, "u_height": 1})
+        if created:
+            netbox.create("dcim/interface-templates",
+                          [{**i, "device_type": device_type["id"]} for i in interfaces])
+        ids[slug] = int(device_type["id"])
+    return ids
+
+
+def _ensure_devices(netbox: NetBox, wanted: list[dict]) -> dict[str, int]:
+    names = [d["name"] for d in wanted]
+    existing = {d["name"]: d["id"] for d in netbox.get_all(
+        "dcim/devices", {"name": names}, fields=("id", "name"))}
+    created = netbox.create("dcim/devices", [d for d in wanted if d["name"] not in existing])
+    return {**existing, **{d["name"]: d["id"] for d in created}}
+
+
+def register(netbox: NetBox, rack: Vrack, vms: tuple[VmPlan, ...]) -> dict[str, int]:
+    """The VMs and the boot server as NetBox devices; returns their ids by name."""
+    bootstrap(netbox)
+    for slug, description in ((TAG_VM, "A VM of the racklift virtual rack (lab)"),
+                              (TAG_PROV, "Reached through the lab's provisioning namespace")):
+        netbox.get_or_create("extras/tags", {"slug": slug},
+                             {"name": slug, "color": "795548", "description": description})
+    role = netbox.get_all("dcim/device-roles", {"slug": ROLE_GPU_SERVER})[0]
+    boot_role, _ = netbox.get_or_create("dcim/device-roles", {"slug": ROLE_BOOT_SERVER},
+                                        {"name": "Boot server", "color": "ff9800"})
+    site, _ = netbox.get_or_create("dcim/sites", {"slug": rack.site},
+                                   {"name": rack.site, "status": "active"})
+    nb_rack, _ = netbox.get_or_create("dcim/racks", {"site_id": site["id"], "name": rack.rack},
+                                      {"site": site["id"], "name": rack.rack, "status": "active",
+                                       "tags": [{"slug": TAG_LAB}]})
+    types = _ensure_types(netbox)
+    common = {"site": site["id"], "rack": nb_rack["id"]}
+    vm_tags = [{"slug": t} for t in (TAG_LAB, TAG_VM, TAG_PROV)]
+    devices = _ensure_devices(netbox, [
+        *({"name": vm.name, "device_type": types[VM_TYPE], "role": role["id"],
+           "status": "planned", "serial": vm.serial, "tags": vm_tags, **common} for vm in vms),
+        {"name": rack.boot_server, "device_type": types[BOOT_SERVER_TYPE],
+         "role": boot_role["id"], "status": "active", "tags": vm_tags[:1] + vm_tags[2:],
+         **common}])
+    # MACs and IPs the way the seed writes them (interface MAC objects, primary and OOB IPs).
+    plan_ = seed.SeedPlan(site=rack.site, racks=(rack.rack,), hosts=tuple(
+        seed.HostPlan(name=vm.name, rack=rack.rack, position=None, serial=vm.serial,
+                      asset_tag="", macs={seed.PROVISIONING: vm.mac}, primary_ip=vm.ip,
+                      oob_ip=f"{vm.bmc}/32") for vm in vms))
+    vm_ids = {vm.name: devices[vm.name] for vm in vms}
+    seed._assign_macs(netbox, plan_, vm_ids)
+    seed._assign_ips(netbox, plan_, vm_ids)
+    _ensure_boot_server_ip(netbox, rack, devices[rack.boot_server])
+    return devices
+
+
+def _ensure_boot_server_ip(netbox: NetBox, rack: Vrack, device_id: int) -> None:
+    address = f"{rack.gateway}/{rack.subnet.prefixlen}"
+    iface = netbox.get_all("dcim/interfaces", {"device_id": device_id,
+                                               "name": seed.PROVISIONING})[0]
+    ip, _ = netbox.get_or_create(
+        "ipam/ip-addresses", {"address": address, "interface_id": iface["id"]},
+        {"address": address, "status": "active", "assigned_object_type": "dcim.interface",
+         "assigned_object_id": iface["id"], "tags": [{"slug": TAG_LAB}]})
+    netbox.update("dcim/devices", [{"id": device_id, "primary_ip4": ip["id"]}])
+
+
+def _unregister(netbox: NetBox, names: list[str]) -> int:
+    if not names or netbox.count("extras/tags", {"slug": TAG_LAB}) == 0:
+        return 0
+    # Only devices the lab tagged, under the names this rack gave them.
+    devices = netbox.get_all("dcim/devices", {"tag": TAG_LAB, "name": names}, fields=("id",))
+    netbox.delete("dcim/devices", [d["id"] for d in devices])
+    return len(devices)
+
+
+# ---------------------------------------------------------------------------------------------
+# up / down / status
+
+
+def _state_file(rack: Vrack) -> Path:
+    return vrack_dir(rack) / "state.json"
+
+
+def _recorded(rack: Vrack) -> list[str]:
+    try:
+        return list(json.loads(_state_file(rack).read_text())["vms"])
+    except (OSError, ValueError, KeyError):
+        return []
+
+
+@dataclass(frozen=True)
+class VrackUp:
+    vms: tuple[VmPlan, ...]
+    boot_server: str
+    created_vms: int
+    started_emulators: int
+    seconds: float
+
+
+def up(netbox: NetBox, count: int, rack: Vrack = LAB) -> VrackUp:
+    started = time.monotonic()
+    vms = plan(count, rack)
+    vrack_dir(rack).mkdir(parents=True, exist_ok=True)
+    # Recorded first: a failure half-way still leaves `down` knowing what to remove.
+    previous = _recorded(rack)
+    _state_file(rack).write_text(json.dumps(
+        {"vms": sorted({*previous, *(vm.name for vm in vms)})}))
+    ensure_network(rack)
+    ensure_libvirtd(rack)
+    _ensure_ca()
+    auth_file = _auth_file(rack)
+    existing = domains(rack)
+    wanted = {vm.name for vm in vms}
+    extra = sorted(({*existing, *previous}) - wanted)
+    for name in extra:
+        _remove_vm(rack, name, existing)
+    created = sum(_ensure_vm(rack, vm, existing) for vm in vms)
+    emulators = sum(_ensure_emulator(rack, vm, auth_file) for vm in vms)
+    _ensure_boot_server(rack)
+    register(netbox, rack, vms)
+    _unregister(netbox, extra)
+    _state_file(rack).write_text(json.dumps({"vms": sorted(wanted)}))
+    return VrackUp(vms, rack.boot_server, created, emulators, time.monotonic() - started)
+
+
+@dataclass(frozen=True)
+class VrackDown:
+    vms: int
+    containers: int
+    devices: int
+
+
+def down(netbox: NetBox | None, rack: Vrack = LAB) -> VrackDown:
+    """Remove the VMs (with disks), their emulators, the boot server container, libvirtd
+    and the namespace, and the rack's NetBox devices; nothing else."""
+    existing = domains(rack) if _libvirtd_is_ours(rack) else {}
+    names = sorted({*existing, *_recorded(rack)})
+    for name in names:
+        _remove_vm(rack, name, existing)
+    containers = boot_server_containers(rack)
+    for name in containers:
+        podman.podman("rm", "-f", "-t", "2", name)
+    _stop(LIBVIRTD_PID, "libvirtd", rack)
+    _stop(VIRTLOGD_PID, "virtlogd", rack)
+    if _netns_path(rack).exists():
+        _run("ip", "netns", "del", rack.netns)
+    devices = 0
+    if netbox is not None:
+        devices = _unregister(netbox, [*names, rack.boot_server])
+        # The state names what to remove from NetBox: keep it until NetBox is clean too.
+        shutil.rmtree(vrack_dir(rack), ignore_errors=True)
+    return VrackDown(len(names), len(containers), devices)
+
+
+def _libvirtd_is_ours(rack: Vrack) -> bool:
+    pid = _alive_pid(LIBVIRTD_PID, "libvirtd")
+    return pid is not None and _in_our_ns(rack, pid)
+
+
+@dataclass(frozen=True)
+class VmStatus:
+    name: str
+    state: str  # libvirt's domain state
+    bmc: str  # the emulator's URL
+    bmc_running: bool
+
+
+def status(rack: Vrack = LAB) -> list[VmStatus]:
+    existing = domains(rack) if _libvirtd_is_ours(rack) else {}
+    by_name = {vm.name: vm for vm in plan(rack.capacity, rack)}
+    return [VmStatus(name, existing.get(name, "not defined"),
+                     f"https://{by_name[name].bmc}:{BMC_PORT}" if name in by_name else "?",
+                     _emulator_pid(rack, name) is not None)
+            for name in sorted({*existing, *_recorded(rack)})]

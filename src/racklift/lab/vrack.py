@@ -628,16 +628,16 @@ def _recorded(rack: Vrack) -> list[str]:
 
 
 @dataclass(frozen=True)
-class VrackUp:
+class VmsUp:
     vms: tuple[VmPlan, ...]
-    boot_server: str
-    created_vms: int
-    started_emulators: int
-    seconds: float
+    created: int  # domains defined
+    emulators: int  # BMC emulators started
+    removed: tuple[str, ...]  # VMs beyond `count`, removed
 
 
-def up(netbox: NetBox, count: int, rack: Vrack = LAB) -> VrackUp:
-    started = time.monotonic()
+def start_vms(rack: Vrack, count: int) -> VmsUp:
+    """The namespace, libvirtd, and `count` VMs (powered off, as racks arrive) each behind its
+    BMC emulator; VMs beyond `count` are removed. No boot server, no NetBox."""
     vms = plan(count, rack)
     vrack_dir(rack).mkdir(parents=True, exist_ok=True)
     # Recorded first: a failure half-way still leaves `down` knowing what to remove.
@@ -649,17 +649,32 @@ def up(netbox: NetBox, count: int, rack: Vrack = LAB) -> VrackUp:
     _ensure_ca()
     auth_file = _auth_file(rack)
     existing = domains(rack)
-    wanted = {vm.name for vm in vms}
-    extra = sorted(({*existing, *previous}) - wanted)
+    extra = tuple(sorted({*existing, *previous} - {vm.name for vm in vms}))
     for name in extra:
         _remove_vm(rack, name, existing)
     created = sum(_ensure_vm(rack, vm, existing) for vm in vms)
     emulators = sum(_ensure_emulator(rack, vm, auth_file) for vm in vms)
+    return VmsUp(vms, created, emulators, extra)
+
+
+@dataclass(frozen=True)
+class VrackUp:
+    vms: tuple[VmPlan, ...]
+    boot_server: str
+    created_vms: int
+    started_emulators: int
+    seconds: float
+
+
+def up(netbox: NetBox, count: int, rack: Vrack = LAB) -> VrackUp:
+    started = time.monotonic()
+    result = start_vms(rack, count)
     _ensure_boot_server(rack)
-    register(netbox, rack, vms)
-    _unregister(netbox, extra)
-    _state_file(rack).write_text(json.dumps({"vms": sorted(wanted)}))
-    return VrackUp(vms, rack.boot_server, created, emulators, time.monotonic() - started)
+    register(netbox, rack, result.vms)
+    _unregister(netbox, list(result.removed))
+    _state_file(rack).write_text(json.dumps({"vms": sorted(vm.name for vm in result.vms)}))
+    return VrackUp(result.vms, rack.boot_server, result.created, result.emulators,
+                   time.monotonic() - started)
 
 
 @dataclass(frozen=True)

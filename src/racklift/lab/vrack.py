@@ -37,6 +37,7 @@ import subprocess
 import sys
 import time
 import uuid
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
@@ -475,11 +476,18 @@ def _ensure_emulator(rack: Vrack, vm: VmPlan, auth_file: Path) -> bool:
     return True
 
 
+def _emulator_gone(rack: Vrack, name: str, pid: int) -> bool:
+    # An emulator this process started stays a zombie until collected; others init reaps.
+    with suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+    return _emulator_pid(rack, name) is None
+
+
 def _remove_vm(rack: Vrack, name: str, existing: dict[str, str]) -> None:
     pid = _emulator_pid(rack, name)
     if pid is not None:
         os.kill(pid, 15)
-        _wait(f"BMC emulator of {name}", lambda: _emulator_pid(rack, name) is None, 10,
+        _wait(f"BMC emulator of {name}", lambda: _emulator_gone(rack, name, pid), 10,
               f"kill -9 {pid}")
     if name in existing:
         if existing[name] != "shut off":
@@ -620,11 +628,16 @@ def _state_file(rack: Vrack) -> Path:
     return vrack_dir(rack) / "state.json"
 
 
-def _recorded(rack: Vrack) -> list[str]:
+def _state(rack: Vrack) -> dict:
+    """{"vms": names up() made, "registered": whether they went into NetBox}"""
     try:
-        return list(json.loads(_state_file(rack).read_text())["vms"])
-    except (OSError, ValueError, KeyError):
-        return []
+        return dict(json.loads(_state_file(rack).read_text()))
+    except (OSError, ValueError):
+        return {}
+
+
+def _recorded(rack: Vrack) -> list[str]:
+    return list(_state(rack).get("vms", []))
 
 
 @dataclass(frozen=True)
@@ -643,7 +656,7 @@ def start_vms(rack: Vrack, count: int) -> VmsUp:
     # Recorded first: a failure half-way still leaves `down` knowing what to remove.
     previous = _recorded(rack)
     _state_file(rack).write_text(json.dumps(
-        {"vms": sorted({*previous, *(vm.name for vm in vms)})}))
+        {**_state(rack), "vms": sorted({*previous, *(vm.name for vm in vms)})}))
     ensure_network(rack)
     ensure_libvirtd(rack)
     _ensure_ca()
@@ -670,9 +683,11 @@ def up(netbox: NetBox, count: int, rack: Vrack = LAB) -> VrackUp:
     started = time.monotonic()
     result = start_vms(rack, count)
     _ensure_boot_server(rack)
+    _state_file(rack).write_text(json.dumps({**_state(rack), "registered": True}))
     register(netbox, rack, result.vms)
     _unregister(netbox, list(result.removed))
-    _state_file(rack).write_text(json.dumps({"vms": sorted(vm.name for vm in result.vms)}))
+    _state_file(rack).write_text(json.dumps({"vms": sorted(vm.name for vm in result.vms),
+                                             "registered": True}))
     return VrackUp(result.vms, rack.boot_server, result.created, result.emulators,
                    time.monotonic() - started)
 
@@ -701,7 +716,8 @@ def down(netbox: NetBox | None, rack: Vrack = LAB) -> VrackDown:
     devices = 0
     if netbox is not None:
         devices = _unregister(netbox, [*names, rack.boot_server])
-        # The state names what to remove from NetBox: keep it until NetBox is clean too.
+    # The state names what to remove from NetBox: kept until NetBox is clean too.
+    if netbox is not None or not _state(rack).get("registered"):
         shutil.rmtree(vrack_dir(rack), ignore_errors=True)
     return VrackDown(len(names), len(containers), devices)
 

@@ -1,0 +1,192 @@
+"""The virtual rack: pure planning and rendering, then `up`/`down` with one VM for real
+(namespace, libvirtd, QEMU, sushy-emulator, the boot server container, the test NetBox)."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import subprocess
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import jinja2
+import pytest
+import requests
+import yaml
+
+from racklift.errors import LabError
+from racklift.lab import hosts, netbox_server, seed, vrack
+from racklift.netbox.bootstrap import TAG_LAB
+from racklift.netbox.client import NetBox
+from racklift.netbox.reader import Selection, read_hosts
+from racklift.paths import REPO_ROOT
+
+RACK = vrack.Vrack("rltest-prov", "rltest0", ipaddress.ip_network("10.91.0.0/24"),
+                   ipaddress.ip_network("fd52:4c91::/64"), ipaddress.ip_network("127.0.78.0/24"),
+                   rack="V91", mac_base=0x5800, memory_mib=512, disk_gib=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure
+
+
+def test_plan_is_fixed_and_inside_the_racks_networks():
+    vms = vrack.plan(3, RACK)
+    assert vms == vrack.plan(3, RACK)
+    assert [v.name for v in vms] == ["vm-v91-01", "vm-v91-02", "vm-v91-03"]
+    assert [v.ip for v in vms] == ["10.91.0.11/24", "10.91.0.12/24", "10.91.0.13/24"]
+    assert [v.bmc for v in vms] == ["127.0.78.1", "127.0.78.2", "127.0.78.3"]
+    assert all(v.mac.startswith("02:52:4C:") for v in vms)  # racklift's lab prefix
+    assert len({v.mac for v in vms} | {v.uuid for v in vms} | {v.serial for v in vms}) == 9
+    lab_macs = {m for h in hosts.plan(8).hosts for m in h.macs.values()}
+    assert not lab_macs & {v.mac for v in vrack.plan(8)}  # clear of the container hosts'
+
+
+def test_plan_refuses_what_the_rack_cannot_hold():
+    with pytest.raises(LabError, match="holds 1 to"):
+        vrack.plan(0, RACK)
+    with pytest.raises(LabError, match=f"not {RACK.capacity + 1}"):
+        vrack.plan(RACK.capacity + 1, RACK)
+
+
+def _xml(rack: vrack.Vrack) -> ET.Element:
+    vm = vrack.plan(1, rack)[0]
+    return ET.fromstring(vrack.domain_xml(vm, rack, Path("/s/disk.qcow2"), Path("/s/nvram.fd"),
+                                          Path("/s/console.log")))
+
+
+def test_domain_is_tcg_uefi_with_the_netbox_identity():
+    domain = _xml(RACK)
+    vm = vrack.plan(1, RACK)[0]
+    assert domain.get("type") == "qemu"
+    assert domain.find("features/tcg/tb-cache").text == "128"
+    assert domain.find("os/loader").text == str(vrack.OVMF_CODE)
+    assert domain.find("os/nvram").get("template") == str(vrack.OVMF_VARS)
+    assert domain.find("sysinfo/system/entry[@name='serial']").text == vm.serial
+    nic = domain.find("devices/interface")
+    assert nic.get("type") == "bridge" and nic.find("source").get("bridge") == "rltest0"
+    assert nic.find("mac").get("address") == vm.mac.lower()
+    assert domain.find("devices/serial/source").get("path") == "/s/console.log"
+    assert domain.find("memory").text == "512"
+
+
+def test_bios_domain_has_no_uefi_loader_and_unknown_firmware_is_refused():
+    from dataclasses import replace
+
+    assert _xml(replace(RACK, firmware="bios")).find("os/loader") is None
+    with pytest.raises(LabError, match="firmware 'coreboot'"):
+        _xml(replace(RACK, firmware="coreboot"))
+
+
+def test_each_emulator_manages_only_its_vm():
+    vm = vrack.plan(2, RACK)[1]
+    config: dict = {}
+    exec(vrack.emulator_config(vm, Path("/c.pem"), Path("/c.key"), Path("/auth")), config)
+    assert config["SUSHY_EMULATOR_ALLOWED_INSTANCES"] == [vm.uuid, vm.name]
+    assert (config["SUSHY_EMULATOR_LISTEN_IP"], config["SUSHY_EMULATOR_LISTEN_PORT"]) == \
+        ("127.0.78.2", 8443)
+    assert config["SUSHY_EMULATOR_AUTH_FILE"] == "/auth"
+
+
+def test_group_vars_proxy_command_is_the_labs():
+    group_vars = yaml.safe_load(
+        (REPO_ROOT / "inventory/group_vars/tag_racklift_lab_prov.yml").read_text())
+    args = jinja2.Template(group_vars["ansible_ssh_common_args"]).render(group_vars)
+    assert f'ProxyCommand="{vrack.proxy_command(vrack.LAB)}"' in args
+
+
+# ---------------------------------------------------------------------------------------------
+# The rack for real
+
+
+@pytest.fixture(scope="module")
+def netbox(instance, settings) -> NetBox:
+    netbox_server.reset(instance)
+    return NetBox.connect(settings)
+
+
+@pytest.fixture(scope="module")
+def rack(netbox):
+    vrack.down(netbox, RACK)  # leftovers of an interrupted run
+    try:
+        result = vrack.up(netbox, 1, RACK)
+        print(f"\n[vrack] up with 1 VM in {result.seconds:.1f} s")
+        yield result
+    finally:
+        vrack.down(netbox, RACK)
+
+
+def _ns(*cmd: str) -> str:
+    return subprocess.run(["ip", "netns", "exec", RACK.netns, *cmd], capture_output=True,
+                          text=True, check=True, timeout=30).stdout
+
+
+def test_vms_are_planned_devices_with_mac_ip_and_bmc(netbox, rack):
+    vm = rack.vms[0]
+    host, = read_hosts(netbox, Selection(names=(vm.name,)))
+    assert (host.status, host.serial, host.rack, host.role) == \
+        ("planned", vm.serial, "V91", "gpu-server")
+    assert host.primary_ip == vm.ip and host.oob_ip == f"{vm.bmc}/32"
+    assert {i.name: i.mac for i in host.interfaces}[seed.PROVISIONING] == vm.mac
+    assert {TAG_LAB, vrack.TAG_VM, vrack.TAG_PROV} <= set(host.tags)
+    assert not [p for p in host.problems if p.field in ("serial", "oob_ip", "primary_ip4")]
+    assert vrack.domains(RACK) == {vm.name: "shut off"}  # racks arrive powered off
+
+
+def test_boot_server_is_an_active_device_at_the_bridge_address(netbox, rack):
+    host, = read_hosts(netbox, Selection(names=(RACK.boot_server,)))
+    assert (host.status, host.role, host.primary_ip) == ("active", "boot-server",
+                                                         "10.91.0.1/24")
+    assert vrack.TAG_PROV in host.tags and vrack.TAG_VM not in host.tags
+
+
+def test_namespace_bridge_has_the_private_v4_and_a_ula(rack):
+    addresses = _ns("ip", "-br", "addr", "show", "dev", RACK.bridge)
+    assert "10.91.0.1/24" in addresses and "fd52:4c91::1/64" in addresses
+    host_links = subprocess.run(["ip", "-br", "addr"], capture_output=True, text=True).stdout
+    assert "10.91.0.1" not in host_links  # private addresses stay inside the namespace
+
+
+def test_ssh_reaches_the_boot_server_through_the_namespace(rack):
+    result = subprocess.run(
+        ["ssh", "-i", str(hosts.ssh_key()), "-o", f"ProxyCommand={vrack.proxy_command(RACK)}",
+         "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+         "-o", "LogLevel=ERROR", "-o", "BatchMode=yes", f"root@{RACK.gateway}",
+         "hostname; ip -br addr show dev rltest0; systemctl is-system-running --wait"],
+        capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    name, bridge, state = result.stdout.split("\n")[:3]
+    assert name == RACK.boot_server and "10.91.0.1/24" in bridge and state == "running"
+
+
+def test_the_bmc_answers_over_tls_with_the_lab_ca_and_wants_credentials(rack):
+    vm = rack.vms[0]
+    url = f"https://{vm.bmc}:{vrack.BMC_PORT}/redfish/v1/Systems"
+    assert requests.get(url, verify=str(vrack.ca_bundle()), timeout=10).status_code == 401
+    answer = requests.get(url, verify=str(vrack.ca_bundle()), timeout=10,
+                          auth=(vrack.BMC_USERNAME, vrack.bmc_password(RACK)))
+    assert answer.json()["Members@odata.count"] == 1
+    assert oct(os.stat(vrack.vrack_dir(RACK) / "bmc-password").st_mode)[-3:] == "600"
+
+
+def test_up_again_converges(netbox, rack):
+    devices = netbox.count("dcim/devices", {"rack": "V91"})
+    again = vrack.up(netbox, 1, RACK)
+    assert (again.created_vms, again.started_emulators) == (0, 0)
+    assert netbox.count("dcim/devices", {"rack": "V91"}) == devices == 2
+    assert again.seconds < 30
+
+
+def test_down_leaves_nothing_behind(netbox, rack):
+    vm = rack.vms[0]
+    emulator = int((vrack.vm_dir(RACK, vm.name) / "bmc.pid").read_text())
+    vrack.down(netbox, RACK)
+    assert not Path(f"/run/netns/{RACK.netns}").exists()
+    assert not vrack.boot_server_containers(RACK)
+    assert not Path(f"/proc/{emulator}").exists()
+    assert vrack.virsh("version", check=False).returncode != 0 or not vrack.domains(RACK)
+    time.sleep(0.2)
+    assert netbox.count("dcim/devices", {"name": [vm.name, RACK.boot_server]}) == 0
+    assert netbox.count("ipam/ip-addresses", {"address": [vm.ip, "10.91.0.1/24"]}) == 0
+    assert not vrack.vrack_dir(RACK).exists()

@@ -10,6 +10,7 @@ refuses to resume it, which would make the hook's tests meaningless.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -95,6 +96,8 @@ ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/linear
 SchedulerType=sched/builtin
+# A job that could not start at submit time starts within a second, not at the next minute.
+SchedulerParameters=sched_interval=1
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 MpiDefault=none
@@ -131,6 +134,9 @@ def _stop(pid_file: Path) -> None:
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT
     while time.monotonic() < deadline:
+        # Reap it when this process started it (`up` in the same process, as in the tests).
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
         if not _alive(pid):
             return
         time.sleep(0.1)

@@ -120,11 +120,14 @@ def _alive(pid: int) -> bool:
 
 
 def _pid(pid_file: Path) -> int | None:
+    """The daemon's pid while it runs; a stale file whose pid now names another program (the
+    stem's first word is the daemon: slurmd-gpu-001.pid → slurmd) gives None."""
     try:
         pid = int(pid_file.read_text().strip())
+        program = Path(f"/proc/{pid}/comm").read_text().strip()
     except (OSError, ValueError):
         return None
-    return pid if _alive(pid) else None
+    return pid if program == pid_file.stem.split("-")[0] and _alive(pid) else None
 
 
 def _stop(pid_file: Path) -> None:
@@ -182,7 +185,8 @@ def up(lab: SlurmLab) -> float:
         raise LabError(f"Slurm lab {lab.name!r}: port(s) {busy} already in use; stop what "
                        "listens there or give the lab another port")
     lab.root.mkdir(parents=True)
-    lab.root.chmod(0o755)  # munged's check: its key's directory is writable by root alone
+    # munged checks that its key's directory is writable by root alone, whatever the umask.
+    lab.root.chmod(0o755)
     (lab.root / "state").mkdir()
     lab.conf.write_text(render_conf(lab))
     subprocess.run([mungekey, "--create", "--keyfile", str(lab.root / "munge.key")],

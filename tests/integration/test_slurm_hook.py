@@ -64,7 +64,8 @@ def hook(cluster: slurm.SlurmLab) -> Slurm:
     """The hook on a cluster with no jobs and every node IDLE."""
     slurm.cancel_jobs(cluster)
     for node in NODES:
-        if "DRAIN" in shown(cluster, node)[0]:
+        state = shown(cluster, node)[0]
+        if "DRAIN" in state or state.startswith("State=DOWN"):
             scontrol(cluster, "update", f"nodename={node}", "state=resume")
     # Slurm marks a resumed node NOT_RESPONDING until its next ping of the slurmd (~1 s).
     wait_for(cluster, lambda: all(shown(cluster, node)[0] == "State=IDLE" for node in NODES),
@@ -107,6 +108,17 @@ def test_unknown_node_is_its_own_error(cluster, hook):
     assert resumed.ok == {"gpu-s01": "resumed", "gpu-s02": "resumed"}
     assert resumed.unknown == {"gpu-new"}
     assert "a brand-new host may not be in slurm.conf yet" in resumed.errors["gpu-new"]
+
+
+def test_down_node_is_drained_and_resumed(cluster, hook):
+    """A failed host racklift reimages is often DOWN already: draining it too keeps Slurm from
+    returning it to service when its slurmd registers before racklift has verified it."""
+    scontrol(cluster, "update", "nodename=gpu-s02", "state=down", "reason=dead GPU")
+    result = hook.drain(["gpu-s02"], REASON)
+    assert result.ok == {"gpu-s02": "drained"}
+    assert shown(cluster, "gpu-s02")[0] == "State=DOWN+DRAIN"
+    assert hook.resume(["gpu-s02"], "racklift: in pool").ok == {"gpu-s02": "resumed"}
+    assert not {"DOWN", "DRAIN"} & set(hook.state(["gpu-s02"])["gpu-s02"].split("+"))
 
 
 def test_failed_batch_update_is_retried_per_host(cluster, hook):

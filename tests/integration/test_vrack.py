@@ -178,6 +178,17 @@ def test_up_again_converges(netbox, rack):
     assert again.seconds < 30
 
 
+def test_a_vm_nic_can_be_given_a_mac_netbox_does_not_have(netbox, rack):
+    vm = rack.vms[0]
+    swapped = "02:52:4c:ff:ff:01"
+    vrack.set_vm_mac(RACK, vm.name, swapped)
+    assert swapped in vrack.virsh("domiflist", vm.name).stdout
+    host, = read_hosts(netbox, Selection(names=(vm.name,)))
+    assert {i.name: i.mac for i in host.interfaces}[seed.PROVISIONING] == vm.mac
+    vrack.set_vm_mac(RACK, vm.name, vm.mac)
+    assert vm.mac.lower() in vrack.virsh("domiflist", vm.name).stdout
+
+
 def test_down_leaves_nothing_behind(netbox, rack):
     vm = rack.vms[0]
     emulator = int((vrack.vm_dir(RACK, vm.name) / "bmc.pid").read_text())

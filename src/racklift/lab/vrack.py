@@ -37,6 +37,7 @@ import subprocess
 import sys
 import time
 import uuid
+import xml.etree.ElementTree as ET
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -494,6 +495,17 @@ def _remove_vm(rack: Vrack, name: str, existing: dict[str, str]) -> None:
             virsh("destroy", name, check=False)
         virsh("undefine", "--nvram", name)
     shutil.rmtree(vm_dir(rack, name), ignore_errors=True)
+
+
+def set_vm_mac(rack: Vrack, name: str, mac: str) -> None:
+    """Give a powered-off VM's NIC another MAC than NetBox has (a swapped cable or board, for
+    failure tests); `up` does not undo it: set the planned MAC back the same way."""
+    xml = virsh("dumpxml", "--inactive", name).stdout
+    tree = ET.fromstring(xml)
+    tree.find("devices/interface/mac").set("address", mac.lower())
+    path = vm_dir(rack, name) / "domain.xml"
+    path.write_text(ET.tostring(tree, encoding="unicode"))
+    virsh("define", str(path))
 
 
 # ---------------------------------------------------------------------------------------------

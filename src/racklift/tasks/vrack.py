@@ -18,9 +18,12 @@ ACTIONS = ("on", "off", "restart", "pxe-once", "disk", "state")
 
 @task(help={"vms": f"number of VMs (1-{vrack.LAB.capacity})"})
 def up(c, vms=1):
-    """Start the virtual rack: namespace racklift-prov (10.90.0.0/24), libvirtd in it, N UEFI
-    VMs (TCG) each behind its own Redfish BMC emulator (https://127.0.77.<n>:8443), the boot
-    server container at 10.90.0.1, all registered in NetBox. Re-running converges."""
+    """Start the virtual rack (N VMs behind Redfish BMCs, boot server), register it in NetBox.
+
+    Namespace racklift-prov (10.90.0.0/24 and a ULA on its bridge), libvirtd in it, N UEFI VMs
+    (TCG), each behind its own Redfish BMC emulator (https://127.0.77.<n>:8443), the boot
+    server container at 10.90.0.1. VMs start powered off. Re-running converges; a smaller N
+    removes the extra VMs."""
     with operator_errors():
         result = vrack.up(connect(), int(vms))
     console.print(f"virtual rack up in {result.seconds:.1f} s ({result.created_vms} VMs "
@@ -36,8 +39,9 @@ def up(c, vms=1):
 
 @task
 def down(c):
-    """Remove the virtual rack: VMs and disks, BMC emulators, boot server container,
-    libvirtd, the namespace, and its NetBox devices (nothing else)."""
+    """Remove the virtual rack and its NetBox devices (nothing else).
+
+    VMs and disks, BMC emulators, the boot server container, libvirtd, the namespace."""
     with operator_errors():
         try:
             netbox = connect()
@@ -64,8 +68,10 @@ def status(c):
 @task(help={"host": "VM name in NetBox (e.g. vm-v01-01)",
             "action": f"one of {', '.join(ACTIONS)}"})
 def power(c, host, action="state"):
-    """Drive one VM's BMC through Redfish, as racklift drives a real server's: power on/off,
-    force restart, one-time network boot (and power cycle), boot from disk, or show state."""
+    """Drive one VM's BMC through Redfish, as racklift drives a real server's.
+
+    on, off, restart (ForceRestart), pxe-once (network boot next, then power cycle or on),
+    disk (boot from disk again: needed after a deploy, see racklift.bmc.redfish), state."""
     if action not in ACTIONS:
         raise Exit(f"error: unknown action {action!r}; use one of {', '.join(ACTIONS)}", code=1)
     with operator_errors():

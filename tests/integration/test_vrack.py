@@ -15,12 +15,12 @@ import pytest
 import requests
 import yaml
 
+from helpers import BIN, REPO
 from racklift.errors import LabError
 from racklift.lab import hosts, netbox_server, seed, vrack
 from racklift.netbox.bootstrap import TAG_LAB
 from racklift.netbox.client import NetBox
 from racklift.netbox.reader import Selection, read_hosts
-from racklift.paths import REPO_ROOT
 
 RACK = vrack.Vrack("rltest-prov", "rltest0", ipaddress.ip_network("10.91.0.0/24"),
                    ipaddress.ip_network("fd52:4c91::/64"), ipaddress.ip_network("127.0.78.0/24"),
@@ -91,7 +91,7 @@ def test_each_emulator_manages_only_its_vm():
 
 def test_group_vars_proxy_command_is_the_labs():
     group_vars = yaml.safe_load(
-        (REPO_ROOT / "inventory/group_vars/tag_racklift_lab_prov.yml").read_text())
+        (REPO / "inventory/group_vars/tag_racklift_lab_prov.yml").read_text())
     args = jinja2.Template(group_vars["ansible_ssh_common_args"]).render(group_vars)
     assert f'ProxyCommand="{vrack.proxy_command(vrack.LAB)}"' in args
 
@@ -158,6 +158,24 @@ def test_ssh_reaches_the_boot_server_through_the_namespace(rack):
     assert result.returncode == 0, result.stderr
     name, bridge, state = result.stdout.split("\n")[:3]
     assert name == RACK.boot_server and "10.91.0.1/24" in bridge and state == "running"
+
+
+def test_ansible_reaches_the_boot_server_with_the_namespace_group_vars(instance, rack,
+                                                                      tmp_path):
+    # The repository's inventory brings inventory/group_vars; the second source selects the
+    # boot server (role boot-server). Only the namespace differs from the lab's.
+    (tmp_path / "boot.racklift.yml").write_text(
+        f"plugin: racklift_netbox\nroles: [boot-server]\nnames: [{RACK.boot_server}]\n")
+    env = {**os.environ, "NETBOX_URL": instance.url, "NETBOX_TOKEN": instance.token,
+           "ANSIBLE_INVENTORY_CACHE": "false", "ANSIBLE_INVENTORY_UNPARSED_FAILED": "true",
+           "PATH": f"{BIN}:{os.environ['PATH']}"}
+    result = subprocess.run(
+        [str(BIN / "ansible"), "-i", "inventory/netbox.racklift.yml", "-i",
+         str(tmp_path / "boot.racklift.yml"), "-e", f"racklift_vrack_netns={RACK.netns}",
+         RACK.boot_server, "-m", "ansible.builtin.command", "-a", "hostname"],
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"{RACK.boot_server} | CHANGED | rc=0 >>\n{RACK.boot_server}" in result.stdout
 
 
 def test_the_bmc_answers_over_tls_with_the_lab_ca_and_wants_credentials(rack):

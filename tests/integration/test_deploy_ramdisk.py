@@ -1,0 +1,333 @@
+"""The deploy flow for real, without the boot server role or libvirt: QEMU (TCG) PXE-boots
+through its own user-mode DHCP/TFTP into iPXE (QEMU's NIC ROM), which chains to the per-host
+iPXE script, boots racklift's deploy ramdisk, and the ramdisk fetches its deploy data from the
+real racklift-deploy-api, streams the real disk image, reports, and reboots into it.
+
+Stand-in, named as such: the boot server's nginx is replaced by Python's http.server in a thread
+on the host's loopback (QEMU's guest reaches it as 10.0.2.2). Everything else is the production
+artifact: the disk image, the ramdisk, the deploy API script and the boot contract's layout.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from importlib.machinery import SourceFileLoader
+from importlib.util import module_from_spec, spec_from_loader
+from pathlib import Path
+
+import pytest
+
+from racklift.imaging import deploy_data, diskimage, ramdisk
+from racklift.paths import REPO_ROOT
+
+API_SCRIPT = REPO_ROOT / "roles" / "boot_server" / "files" / "racklift-deploy-api"
+GUEST_HOST = "10.0.2.2"  # the host's loopback, seen from QEMU's user-mode network
+GUEST_ADDRESS = "10.0.2.15/24"  # the address QEMU's user network forwards to
+MIB = 1024 * 1024
+
+
+def _load_api():
+    loader = SourceFileLoader("racklift_deploy_api", str(API_SCRIPT))
+    spec = spec_from_loader(loader.name, loader)
+    assert spec is not None
+    module = module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+class _QuietFiles(SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):  # the test prints its own summary
+        pass
+
+
+def _serve(server: ThreadingHTTPServer) -> threading.Thread:
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    return thread
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class BootServer:
+    """The boot contract's HTTP root and deploy API data directory, served on loopback."""
+
+    root: Path  # HTTP root: ipxe/, ramdisk/, images/
+    data: Path  # deploy API: hosts/, used/, reports/
+    tftp: Path
+    http_port: int
+    api_port: int
+
+    @property
+    def http_url(self) -> str:
+        return f"http://{GUEST_HOST}:{self.http_port}"
+
+    @property
+    def api_url(self) -> str:
+        return f"http://{GUEST_HOST}:{self.api_port}"
+
+    def report(self, host: str) -> dict | None:
+        path = self.data / "reports" / f"{host}.json"
+        return json.loads(path.read_text()) if path.exists() else None
+
+
+@pytest.fixture(scope="module")
+def image() -> diskimage.DiskImage:
+    result = diskimage.build()
+    print(f"\n[image] {result.name} {result.build_id}: {result.size / MIB:.0f} MiB gz, "
+          f"{'cache hit' if result.cached else 'built'} in {result.seconds:.1f} s")
+    return result
+
+
+@pytest.fixture(scope="module")
+def deploy_ramdisk(image) -> ramdisk.Ramdisk:
+    result = ramdisk.build(image)
+    print(f"[ramdisk] {result.build_id}: initrd {result.size / MIB:.1f} MiB, "
+          f"{'cache hit' if result.cached else 'built'} in {result.seconds:.1f} s")
+    return result
+
+
+@pytest.fixture(scope="module")
+def boot_server(tmp_path_factory, image, deploy_ramdisk) -> Iterator[BootServer]:
+    base = tmp_path_factory.mktemp("boot")
+    root, data, tftp = base / "http", base / "data", base / "tftp"
+    (data / "hosts").mkdir(parents=True)
+    tftp.mkdir()
+    served = root / deploy_ramdisk.url_path
+    served.mkdir(parents=True)
+    os.symlink(deploy_ramdisk.kernel, served / "vmlinuz")
+    os.symlink(deploy_ramdisk.initrd, served / "initrd.img")
+    images = root / image.url_path
+    images.parent.mkdir(parents=True)
+    os.symlink(image.path, images)
+    (root / "ipxe").mkdir()
+    # What dnsmasq's bootfile does on the boot server: chain to the per-host script by MAC.
+    (tftp / "boot.ipxe").write_text(
+        f"#!ipxe\nchain http://{GUEST_HOST}:{{port}}/ipxe/${{net0/mac}}.ipxe || exit\n")
+    files = ThreadingHTTPServer(("127.0.0.1", 0),
+                                functools.partial(_QuietFiles, directory=str(root)))
+    api = _load_api().make_server(("127.0.0.1", 0), data)
+    threads = [_serve(files), _serve(api)]
+    server = BootServer(root, data, tftp, files.server_address[1], api.server_address[1])
+    boot = tftp / "boot.ipxe"
+    boot.write_text(boot.read_text().replace("{port}", str(server.http_port)))
+    try:
+        yield server
+    finally:
+        for s in (files, api):
+            s.shutdown()
+            s.server_close()
+        for thread in threads:
+            thread.join(5)
+
+
+@pytest.fixture(scope="module")
+def ssh_key(tmp_path_factory) -> Path:
+    key = tmp_path_factory.mktemp("ssh") / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "racklift-test",
+                    "-f", str(key)], check=True)
+    return key
+
+
+def stage_host(server: BootServer, host: str, mac: str, image_url: str,
+               image: diskimage.DiskImage, ssh_key: Path) -> None:
+    """What the controller and the boot_server role do for a host being deployed."""
+    token = deploy_data.new_token()
+    spec = deploy_data.HostDeploy(
+        host=host, mac=mac, address=GUEST_ADDRESS, gateway=GUEST_HOST, dns=("10.0.2.3",),
+        authorized_keys=(ssh_key.with_suffix(".pub").read_text().strip(),))
+    artifact = deploy_data.ImageArtifact(image.name, image.build_id, image.sha256)
+    data = deploy_data.render(spec, artifact, server.http_url)
+    data["image"]["url"] = image_url
+    (server.data / "hosts" / f"{host}.json").write_text(
+        json.dumps(deploy_data.host_record(token, data)))
+    kernel = f"{server.http_url}/{ramdisk_path(server)}"
+    (server.root / "ipxe" / f"{mac}.ipxe").write_text(
+        f"#!ipxe\nkernel {kernel}/vmlinuz "
+        f"{ramdisk.kernel_args(server.api_url, token, mac)}\n"
+        f"initrd {kernel}/initrd.img\nboot\n")
+
+
+def ramdisk_path(server: BootServer) -> str:
+    (served,) = (server.root / "ramdisk").iterdir()
+    return f"ramdisk/{served.name}"
+
+
+class VM:
+    """One QEMU (TCG) guest: a blank virtio disk, user-mode networking, serial to a file."""
+
+    def __init__(self, workdir: Path, mac: str, tftp: Path, disk_bytes: int) -> None:
+        self.workdir, self.mac = workdir, mac
+        self.disk = workdir / "disk.qcow2"
+        self.console = workdir / "console.log"
+        self.ssh_port = _free_port()
+        subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(self.disk),
+                        str(disk_bytes)], check=True)
+        self.tftp = tftp
+        self.process: subprocess.Popen | None = None
+
+    def start(self, network_boot: bool = True) -> None:
+        netdev = f"user,id=n0,hostfwd=tcp:127.0.0.1:{self.ssh_port}-:22"
+        nic = f"virtio-net-pci,netdev=n0,mac={self.mac}"
+        if network_boot:
+            netdev += f",tftp={self.tftp},bootfile=boot.ipxe"
+        else:
+            nic += ",romfile="  # no iPXE ROM: only the disk can boot
+        self.process = subprocess.Popen(
+            ["qemu-system-x86_64", "-machine", "pc,accel=tcg", "-m", "768", "-smp", "1",
+             "-nographic", "-monitor", "none", "-serial", f"file:{self.console}",
+             "-drive", f"file={self.disk},format=qcow2,if=virtio",
+             "-netdev", netdev, "-device", nic,
+             "-boot", "once=n" if network_boot else "order=c"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def console_text(self) -> str:
+        return self.console.read_text(errors="replace") if self.console.exists() else ""
+
+    def wait_exit(self, timeout: float) -> int | None:
+        assert self.process is not None
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+
+@pytest.fixture
+def vm(tmp_path, boot_server, image) -> Iterator[VM]:
+    machine = VM(tmp_path, "52:54:00:b1:00:01", boot_server.tftp,
+                 image.raw_size + 256 * MIB)
+    try:
+        yield machine
+    finally:
+        machine.stop()
+
+
+def wait_for(what: str, check, timeout: float, vm: VM, interval: float = 1.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        if vm.process and vm.process.poll() is not None:
+            break
+        time.sleep(interval)
+    pytest.fail(f"{what} did not happen within {timeout:.0f} s; VM console ends with:\n"
+                f"{vm.console_text()[-3000:]}")
+
+
+def ssh(vm: VM, key: Path, command: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["ssh", "-i", str(key), "-p", str(vm.ssh_port), "-o", "BatchMode=yes",
+         "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+         "-o", "ConnectTimeout=5", "-o", "LogLevel=ERROR", "root@127.0.0.1", command],
+        capture_output=True, text=True, timeout=30)
+
+
+def test_deploy_streams_verifies_and_boots_the_image(boot_server, image, vm, ssh_key) -> None:
+    host = "vm-deploy-ok"
+    stage_host(boot_server, host, vm.mac, f"{boot_server.http_url}/{image.url_path}", image,
+               ssh_key)
+    started = time.monotonic()
+    vm.start()
+    report = wait_for("the deploy report", lambda: boot_server.report(host), 420, vm)
+    reported = time.monotonic() - started
+    assert report["result"] == "success", report
+    assert report["phase"] == "done"
+    assert f"{image.name} {image.build_id}" in report["reason"]
+    match = re.search(r"streamed (\d+) bytes in (\d+) s, sha256 verified; ramdisk boot id (\S+)",
+                      report["reason"])
+    assert match, report["reason"]
+    received, seconds, ramdisk_boot_id = int(match[1]), int(match[2]), match[3]
+    assert received == image.size
+    # The token was spent: a second GET of the deploy data is refused.
+    assert (boot_server.data / "used" / f"{host}.json").exists()
+
+    facts = wait_for("SSH into the deployed image", lambda: _facts(vm, ssh_key), 300, vm, 3)
+    to_ssh = time.monotonic() - started
+    assert facts["hostname"] == host
+    assert json.loads(facts["marker"]) == {"name": image.name, "build_id": image.build_id}
+    assert json.loads(facts["deployed"]) == {"host": host, "image": image.name,
+                                             "build_id": image.build_id}
+    assert re.fullmatch(r"[0-9a-f-]{36}", facts["boot_id"])
+    assert facts["boot_id"] != ramdisk_boot_id
+    # The static address from the deploy data, not a DHCP lease (those say "dynamic").
+    assert "inet 10.0.2.15/24" in facts["addresses"], facts["addresses"]
+    assert "dynamic" not in facts["addresses"], facts["addresses"]
+    assert int(facts["host_keys"]) >= 3  # generated on this host's first boot
+    print(f"\n[deploy] QEMU start -> success report {reported:.0f} s -> SSH {to_ssh:.0f} s; "
+          f"streamed {received / MIB:.0f} MiB gz ({image.raw_size / MIB:.0f} MiB raw) in "
+          f"{seconds} s = {received / MIB / max(seconds, 1):.1f} MiB/s compressed, "
+          f"{image.raw_size / MIB / max(seconds, 1):.1f} MiB/s to disk")
+
+
+FACTS = {
+    "boot_id": "cat /proc/sys/kernel/random/boot_id",
+    "hostname": "hostname",
+    "marker": "cat /etc/racklift/image.json",
+    "deployed": "cat /etc/racklift/deploy.json",
+    "addresses": "ip -4 -o addr show scope global",
+    "host_keys": "ls /etc/ssh/ssh_host_*_key | wc -l",
+}
+
+
+def _facts(vm: VM, key: Path) -> dict[str, str] | None:
+    """Each command's output, separated by a line no command prints."""
+    result = ssh(vm, key, "; echo @@@; ".join(FACTS.values()))
+    if result.returncode != 0:
+        return None
+    return dict(zip(FACTS, (part.strip() for part in result.stdout.split("@@@\n")),
+                    strict=True))
+
+
+def test_corrupted_image_is_reported_and_never_booted(boot_server, image, vm, ssh_key) -> None:
+    host = "vm-deploy-corrupt"
+    corrupt = boot_server.root / "images" / "corrupt" / "disk.raw.gz"
+    corrupt.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(image.path, corrupt)
+    with corrupt.open("r+b") as f:  # flip bytes in the middle of the compressed stream
+        f.seek(image.size // 2)
+        chunk = f.read(64)
+        f.seek(image.size // 2)
+        f.write(bytes(b ^ 0xFF for b in chunk))
+    stage_host(boot_server, host, vm.mac, f"{boot_server.http_url}/images/corrupt/disk.raw.gz",
+               image, ssh_key)
+    vm.start()
+    report = wait_for("the failure report", lambda: boot_server.report(host), 420, vm)
+    assert report["result"] == "failure", report
+    assert report["phase"] == "verify"
+    assert f"image sha256 mismatch: expected {image.sha256}, got " in report["reason"]
+    got = report["reason"].split(", got ")[1].split()[0]
+    assert re.fullmatch(r"[0-9a-f]{64}", got) and got != image.sha256
+    # The ramdisk powers the machine off instead of rebooting into a half-written disk.
+    assert vm.wait_exit(60) is not None, "the VM did not power off after the failed deploy"
+    wiped = subprocess.run(["qemu-io", "-r", "-f", "qcow2", "-c", "read -P 0 0 8M",
+                            str(vm.disk)], capture_output=True, text=True)
+    assert wiped.returncode == 0 and "Pattern verification failed" not in wiped.stdout, \
+        wiped.stdout
+    # And from its own disk it boots nothing.
+    vm.console.unlink()
+    vm.start(network_boot=False)
+    wait_for("SeaBIOS giving up on the disk",
+             lambda: re.search(r"Boot failed|No bootable device", vm.console_text()), 60, vm)
+    assert "Linux version" not in vm.console_text()
+    assert "GRUB" not in vm.console_text()

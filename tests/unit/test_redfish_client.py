@@ -23,6 +23,7 @@ from racklift.bmc.redfish import (
     BmcError,
     RedfishClient,
     backoff,
+    client_for,
     credentials_for,
     endpoint_for,
     error_detail,
@@ -217,6 +218,14 @@ def test_missing_credentials_say_where_to_put_them():
     message = str(caught.value)
     assert "gpu-0007" in message and "RACKLIFT_BMC_PASSWORD" in message
     assert "racklift_bmc_password" in message
+
+
+def test_client_for_a_host_from_its_vars_never_shows_the_password():
+    client = client_for("gpu-0003", "10.32.0.3/16", {"racklift_bmc_username": "admin",
+                                                     "racklift_bmc_password": SECRET}, {})
+    assert repr(client) == "RedfishClient(gpu-0003 at https://10.32.0.3:443)"
+    with pytest.raises(BmcError, match="gpu-0003: no BMC credentials"):
+        client_for("gpu-0003", "10.32.0.3/16", {}, {})
 
 
 def test_credentials_never_show_the_password():

@@ -401,3 +401,11 @@ class RedfishClient:
 
     def boot_from_disk(self) -> BootOverride:
         return self.set_boot_override("Hdd", "Continuous")
+
+
+def client_for(host: str, oob_ip: str | None, hostvars: Mapping[str, Any] | None = None,
+               environ: Mapping[str, str] = os.environ) -> RedfishClient:
+    """The BMC client of `host`: its NetBox OOB IP, its vars (port, CA, credentials from the
+    vault) or the environment. What imaging calls per host."""
+    return RedfishClient(endpoint_for(host, oob_ip, hostvars, environ),
+                         credentials_for(host, hostvars, environ))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from invoke import task
 from invoke.exceptions import Exit
 
-from racklift.bmc.redfish import BmcCredentials, RedfishClient, endpoint_for
+from racklift.bmc.redfish import client_for
 from racklift.console import console
 from racklift.errors import RackliftError
 from racklift.lab import vrack
@@ -74,14 +74,18 @@ def power(c, host, action="state"):
     disk (boot from disk again: needed after a deploy, see racklift.bmc.redfish), state."""
     if action not in ACTIONS:
         raise Exit(f"error: unknown action {action!r}; use one of {', '.join(ACTIONS)}", code=1)
+    if not vrack.vrack_dir().exists():
+        raise Exit("error: the virtual rack is not up here: run `invoke vrack.up`", code=1)
     with operator_errors():
         found = read_hosts(connect(), Selection(names=(host,)))
         if not found:
             raise Exit(f"error: {host} is not in NetBox", code=1)
-        endpoint = endpoint_for(host, found[0].oob_ip, {
-            "racklift_bmc_port": vrack.BMC_PORT, "racklift_bmc_ca_bundle": vrack.ca_bundle()})
-        credentials = BmcCredentials(vrack.BMC_USERNAME, vrack.bmc_password())
-        with RedfishClient(endpoint, credentials) as bmc:
+        # The same vars inventory/group_vars/tag_racklift_lab_vm.yml gives Ansible.
+        lab_vars = {"racklift_bmc_port": vrack.BMC_PORT,
+                    "racklift_bmc_ca_bundle": str(vrack.ca_bundle()),
+                    "racklift_bmc_username": vrack.BMC_USERNAME,
+                    "racklift_bmc_password": vrack.bmc_password()}
+        with client_for(host, found[0].oob_ip, lab_vars) as bmc:
             if action == "on":
                 bmc.power_on()
             elif action == "off":

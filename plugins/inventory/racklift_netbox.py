@@ -26,8 +26,12 @@ options:
     env: [{name: NETBOX_URL}]
   token:
     description: NetBox API token. Keep it in the environment, not in this file.
-    required: true
     env: [{name: NETBOX_TOKEN}]
+  token_file:
+    description: >-
+      A file holding the NetBox API token, when `token` is not set (racklift's runs use this,
+      so the token is never in Ansible's environment or the runner's artifacts).
+    env: [{name: NETBOX_TOKEN_FILE}]
   sites:
     description: Site slugs to select.
     type: list
@@ -71,6 +75,8 @@ cache_connection: ~/.cache/racklift/inventory
 cache_timeout: 300
 """
 
+from pathlib import Path  # noqa: E402
+
 from ansible.errors import AnsibleParserError  # noqa: E402
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable  # noqa: E402
 
@@ -96,6 +102,18 @@ class InventoryModule(BaseInventoryPlugin, Cacheable):
         return Selection.of(**{key: self.get_option(key) for key in
                                ("sites", "racks", "roles", "statuses", "names")})
 
+    def _token(self) -> str:
+        if self.get_option("token"):
+            return str(self.get_option("token"))
+        if token_file := self.get_option("token_file"):
+            try:
+                return Path(token_file).read_text().strip()
+            except OSError as exc:
+                raise AnsibleParserError(f"racklift_netbox: cannot read token_file "
+                                         f"{token_file}: {exc.strerror}") from None
+        raise AnsibleParserError("racklift_netbox: no NetBox token: set NETBOX_TOKEN "
+                                 "(or NETBOX_TOKEN_FILE, a file holding it)")
+
     def parse(self, inventory, loader, path, cache=True):  # type: ignore[no-untyped-def]
         super().parse(inventory, loader, path, cache)
         if RACKLIFT_IMPORT_ERROR is not None:
@@ -105,7 +123,7 @@ class InventoryModule(BaseInventoryPlugin, Cacheable):
         self._read_config_data(path)
         selection = self._selection()
         settings = NetBoxSettings(url=str(self.get_option("url")).rstrip("/"),
-                                  token=str(self.get_option("token")))
+                                  token=self._token())
         cache_key = self.get_cache_key(f"{path}:{settings.url}:{selection}")
         use_cache = self.get_option("cache") and cache
         data = None

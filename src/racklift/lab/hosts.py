@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from racklift.errors import LabError
-from racklift.lab import podman, seed
+from racklift.lab import podman, seed, standin_repo
 from racklift.netbox.bootstrap import TAG_LAB, TAG_LAB_HOST
 from racklift.netbox.client import NetBox
 from racklift.paths import state_dir
@@ -36,6 +36,8 @@ LAB_SOFTWARE = {
 FIRST_HOST = 11  # .11 is the first lab host; .1 is the controller (the bridge's gateway)
 LABEL = "racklift.lab"
 MAC_BASE = 0x4000  # lab MACs from racklift's prefix, clear of the seed generator's
+STANDIN_PACKAGES = Path(__file__).with_name("standin-packages.yml")
+STANDIN_LABEL = "racklift.standin"
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,8 @@ def containers(net: LabNet = LAB) -> dict[str, dict]:
     return {c["Names"][0]: c for c in json.loads(out or "[]")}
 
 
-def _run_container(image: str, host: seed.HostPlan, key: Path, net: LabNet) -> None:
+def _run_container(image: str, host: seed.HostPlan, key: Path, net: LabNet,
+                   standin: Path) -> None:
     ip = host.primary_ip.split("/")[0]
     mac = host.macs[seed.PROVISIONING].lower()
     podman.podman(
@@ -154,6 +157,9 @@ def _run_container(image: str, host: seed.HostPlan, key: Path, net: LabNet) -> N
         # NET_ADMIN: fault injection changes the NIC's MAC, as a swapped cable would.
         "--cap-add", "NET_ADMIN",
         "--mount", f"type=bind,src={key}.pub,dst=/root/.ssh/authorized_keys,ro=true",
+        # The vendor repositories' stand-in (NVIDIA's cannot be reached from here).
+        "--label", f"{STANDIN_LABEL}={standin.name}",
+        "--mount", f"type=bind,src={standin},dst=/srv/racklift-standin,ro=true",
         "--memory", "256m", image)
 
 
@@ -199,16 +205,21 @@ def up(netbox: NetBox, count: int, rack: str = "L01", site: str = "lab1",
        net: LabNet = LAB) -> UpResult:
     started = time.monotonic()
     wanted = plan(count, rack, site, net)
-    image = podman.host_image()
+    image = podman.node_image()
     key = ssh_key()
+    standin = standin_repo.build(STANDIN_PACKAGES)
     _ensure_network(net)
     existing = containers(net)
     _ensure_inotify(len(podman.podman("ps", "-aq").split()) + count)
     created = 0
     for host in wanted.hosts:
         state = existing.get(host.name)
+        if state is not None and (state.get("Labels", {}).get(STANDIN_LABEL) != standin.name
+                                  or state.get("Image") != image):
+            podman.podman("rm", "-f", host.name)  # made from an older recipe: make it again
+            state = None
         if state is None:
-            _run_container(image, host, key, net)
+            _run_container(image, host, key, net, standin)
             created += 1
         elif state["State"] != "running":
             podman.podman("start", host.name)

@@ -26,6 +26,7 @@ DEBIAN_SUITE = "bookworm"
 DEBIAN_MIRROR = os.environ.get("RACKLIFT_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 BASE_REPO = "localhost/racklift-debian12-base"
 HOST_REPO = "localhost/racklift-lab-host"
+NODE_REPO = "localhost/racklift-lab-node"
 
 
 def env() -> dict[str, str]:
@@ -104,3 +105,8 @@ def derived_image(repo: str, base: str, containerfile: Path) -> str:
 def host_image() -> str:
     """The lab host image: systemd, sshd, python3, sudo on the base image."""
     return derived_image(HOST_REPO, base_image(), CONTAINERFILE)
+
+
+def node_image() -> str:
+    """The lab rack's hosts: the host image with the node roles' Debian packages on it."""
+    return derived_image(NODE_REPO, host_image(), HERE / "image" / "Containerfile.node")

@@ -8,7 +8,9 @@ import time
 from dataclasses import dataclass
 
 from racklift.lab import hardware, hosts, podman, seed
+from racklift.netbox.bootstrap import TAG_LAB
 from racklift.netbox.client import NetBox
+from racklift.pipeline.state import STAGE_FIELD, Transition, apply
 
 
 @dataclass(frozen=True)
@@ -52,3 +54,15 @@ def up(netbox: NetBox, count: int, rack: str = "L01", site: str = "lab1",
 
 def down(netbox: NetBox | None, net: hosts.LabNet = hosts.LAB) -> hosts.DownResult:
     return hosts.down(netbox, net)
+
+
+def replan(netbox: NetBox, names: list[str]) -> int:
+    """Put lab hosts back to `planned` with no pipeline stage (lab only: a demo that starts
+    over). Each gets a journal entry saying so. Returns how many changed."""
+    devices = netbox.get_all("dcim/devices", {"name": names, "tag": TAG_LAB},
+                             fields=("id", "status", "custom_fields"))
+    changed = [d for d in devices if d["status"]["value"] != "planned"
+               or (d.get("custom_fields") or {}).get(STAGE_FIELD)]
+    apply(netbox, [Transition(d["id"], "racklift lab: back to planned, to start over",
+                              status="planned", stage=None) for d in changed])
+    return len(changed)

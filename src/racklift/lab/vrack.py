@@ -38,6 +38,7 @@ import sys
 import time
 import uuid
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -304,7 +305,7 @@ LIBVIRTD_PID = Path("/run/libvirtd.pid")
 VIRTLOGD_PID = Path("/run/virtlogd.pid")
 
 
-def _wait(what: str, ready, seconds: float, hint: str) -> None:  # type: ignore[no-untyped-def]
+def _wait(what: str, ready: Callable[[], bool], seconds: float, hint: str) -> None:
     deadline = time.monotonic() + seconds
     while not ready():
         if time.monotonic() > deadline:
@@ -330,6 +331,10 @@ def ensure_libvirtd(rack: Vrack) -> None:
         _in_ns(rack, "libvirtd", "-d")
     _wait("libvirtd", lambda: virsh("version", check=False).returncode == 0, 30,
           "see /var/log/libvirt/libvirtd.log")
+    # A machine whose libvirt autostarts its default network would get 192.168.122.0/24 and
+    # a dnsmasq next to the boot server's: the rack uses its own bridge only.
+    if "default" in virsh("net-list", "--name").stdout.split():
+        virsh("net-destroy", "default")
 
 
 def _stop(pid_file: Path, comm: str, rack: Vrack) -> None:
@@ -714,8 +719,13 @@ class VrackDown:
 def down(netbox: NetBox | None, rack: Vrack = LAB) -> VrackDown:
     """Remove the VMs (with disks), their emulators, the boot server container, libvirtd
     and the namespace, and the rack's NetBox devices; nothing else."""
+    recorded = _recorded(rack)
+    if recorded and _alive_pid(LIBVIRTD_PID, "libvirtd") is None:
+        # The VMs are defined persistently: only a libvirtd can undefine them.
+        ensure_network(rack)
+        ensure_libvirtd(rack)
     existing = domains(rack) if _libvirtd_is_ours(rack) else {}
-    names = sorted({*existing, *_recorded(rack)})
+    names = sorted({*existing, *recorded})
     for name in names:
         _remove_vm(rack, name, existing)
     containers = boot_server_containers(rack)

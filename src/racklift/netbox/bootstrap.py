@@ -32,6 +32,11 @@ REQUIREMENTS: tuple[tuple[str, dict[str, Any], dict[str, Any]], ...] = (
      {"type": "text", "object_types": ["dcim.device"], "label": "racklift image",
       "description": "OS image and build id racklift last deployed (its image marker)",
       "required": False, "group_name": "racklift", "ui_editable": "no"}),
+    ("extras/custom-fields", {"name": "racklift_stage"},
+     {"type": "text", "object_types": ["dcim.device"], "label": "racklift stage",
+      "description": "The last pipeline stage racklift completed on this host (imaged, "
+                     "configured): a re-run resumes after it",
+      "required": False, "group_name": "racklift", "ui_editable": "no"}),
     ("extras/custom-fields", {"name": "racklift_verified"},
      {"type": "datetime", "object_types": ["dcim.device"], "label": "racklift verified",
       "description": "When racklift last verified this host against its NetBox record",

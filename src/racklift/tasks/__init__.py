@@ -10,6 +10,7 @@ from invoke.exceptions import Exit
 from racklift.console import console
 from racklift.tasks import lab, mirror, netbox
 from racklift.tasks.netbox import bootstrap, expected, seed, up
+from racklift.tasks.pipeline import locks, provision, reimage, unlock
 from racklift.tasks.verify import bundle, facts_, parse, verify
 
 DEMO_FLAKY_HOST = "lab-l01-02"
@@ -34,7 +35,7 @@ def demo(c):
                   "&& racklift verify --rack L01")
 
 
-namespace = Collection(demo, verify, parse, facts_, bundle)
+namespace = Collection(demo, provision, reimage, verify, locks, unlock, parse, facts_, bundle)
 namespace.add_collection(Collection.from_module(netbox), name="netbox")
 namespace.add_collection(Collection.from_module(lab), name="lab")
 namespace.add_collection(Collection.from_module(mirror), name="mirror")

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from racklift.ansible import run_playbook
+from racklift.ansible import HostEvent, run_playbook
 from racklift.facts import bundle as bundles
 from racklift.facts.host import from_bundle
 from racklift.netbox.client import NetBox
@@ -42,21 +41,32 @@ def new_run_dir(kind: str) -> Path:
     return path
 
 
-def collect(netbox: NetBox, hosts: list[ExpectedHost],
-            bundle_dir: Path) -> dict[str, bundles.Bundle | str]:
-    """Each host's bundle (also written under `bundle_dir`), or why there is none."""
+COLLECT_TASK = "Run the collector on the host"
+
+
+def collect(netbox: NetBox, hosts: list[ExpectedHost], bundle_dir: Path, *,
+            artifacts: Path | None = None,
+            on_event: Callable[[HostEvent], None] | None = None
+            ) -> dict[str, bundles.Bundle | str]:
+    """Each host's bundle (also written under `bundle_dir`), or why there is none. The
+    collector's output comes back in the runner's events: nothing is copied per host."""
     out: dict[str, bundles.Bundle | str] = {}
-    with tempfile.TemporaryDirectory(prefix="racklift-collect-") as tmp:
-        result = run_playbook("collect.yml", [h.name for h in hosts], netbox.settings,
-                              {"RACKLIFT_BUNDLE_DIR": tmp})
-        for host in hosts:
-            document = Path(tmp) / f"{host.name}.json"
-            if host.name in result.failed or not document.exists():
-                out[host.name] = result.failed.get(host.name, "no facts came back")
-                continue
-            bundle = bundles.from_collector(host.name, json.loads(document.read_text()))
-            bundles.write(bundle, bundle_dir)
-            out[host.name] = bundle
+    result = run_playbook("collect.yml", [h.name for h in hosts], netbox.settings,
+                          artifacts=artifacts, ident="collect", on_event=on_event,
+                          capture=[COLLECT_TASK])
+    for host in hosts:
+        res = result.captured.get(host.name, {}).get(COLLECT_TASK)
+        if host.name in result.failed or res is None:
+            out[host.name] = result.failed.get(host.name, "no facts came back")
+            continue
+        try:
+            document = json.loads(res.get("stdout") or "")
+        except ValueError:
+            out[host.name] = "the collector's output is not JSON: " + str(res.get("stdout"))[:200]
+            continue
+        bundle = bundles.from_collector(host.name, document)
+        bundles.write(bundle, bundle_dir)
+        out[host.name] = bundle
     return out
 
 
@@ -67,16 +77,15 @@ class VerifyRun:
     seconds: float
 
 
-def verify(netbox: NetBox, selection: Selection, *, write: bool = True,
-           mark_active_failed: bool = False, adopt_serials: bool = False,
-           progress: Callable[[str], None] = lambda _: None) -> VerifyRun:
-    started = time.monotonic()
-    run_dir = new_run_dir("verify")
-    hosts = read_hosts(netbox, selection)
-    progress(f"{len(hosts)} hosts selected ({selection.describe()})")
+def gate(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *, write: bool = True,
+         mark_active_failed: bool = False, adopt_serials: bool = False,
+         progress: Callable[[str], None] = lambda _: None,
+         on_event: Callable[[HostEvent], None] | None = None) -> list[HostVerdict]:
+    """Collect, compare, check and (unless `write` is false) record the verdicts of `hosts`."""
     reachable = [h for h in hosts if not h.problems and h.address and h.status in VERIFIED]
     progress(f"collecting facts from {len(reachable)} hosts")
-    collected = collect(netbox, reachable, run_dir / "bundles") if reachable else {}
+    collected = (collect(netbox, reachable, run_dir / "bundles", artifacts=run_dir / "ansible",
+                         on_event=on_event) if reachable else {})
     verdicts = []
     observed = []
     for host in hosts:
@@ -93,4 +102,16 @@ def verify(netbox: NetBox, selection: Selection, *, write: bool = True,
         progress(f"adopted {adopt(netbox, observed)} first-seen GPU serials into NetBox")
     if write:
         verdicts = record(netbox, verdicts, mark_active_failed=mark_active_failed)
+    return verdicts
+
+
+def verify(netbox: NetBox, selection: Selection, *, write: bool = True,
+           mark_active_failed: bool = False, adopt_serials: bool = False,
+           progress: Callable[[str], None] = lambda _: None) -> VerifyRun:
+    started = time.monotonic()
+    run_dir = new_run_dir("verify")
+    hosts = read_hosts(netbox, selection)
+    progress(f"{len(hosts)} hosts selected ({selection.describe()})")
+    verdicts = gate(netbox, hosts, run_dir, write=write, mark_active_failed=mark_active_failed,
+                    adopt_serials=adopt_serials, progress=progress)
     return VerifyRun(verdicts, run_dir, time.monotonic() - started)

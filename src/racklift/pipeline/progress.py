@@ -1,0 +1,81 @@
+"""Live progress of a run: each host's stage and elapsed time, the task Ansible is running on
+it, failures the moment they happen, and a heartbeat line while a long stage runs."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from racklift.ansible import HostEvent, failure_text
+
+QUIET, NORMAL, VERBOSE = 0, 1, 2
+
+
+@dataclass
+class HostProgress:
+    stage: str = "select"
+    task: str = ""
+    stage_started: float = field(default_factory=time.monotonic)
+
+
+class Progress:
+    """Feeds on stage changes and ansible-runner events; writes lines through `emit`."""
+
+    def __init__(self, emit: Callable[[str], None], level: int = NORMAL,
+                 heartbeat: float = 15.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.emit = emit
+        self.level = level
+        self.heartbeat = heartbeat
+        self.clock = clock
+        self.started = clock()
+        self.hosts: dict[str, HostProgress] = {}
+        self._last_beat = self.started
+
+    def _line(self, text: str) -> None:
+        self.emit(f"[{self.clock() - self.started:6.1f}s] {text}")
+
+    def note(self, text: str) -> None:
+        if self.level >= NORMAL:
+            self._line(text)
+
+    def stage(self, hosts: list[str], stage: str) -> None:
+        now = self.clock()
+        for host in hosts:
+            self.hosts[host] = HostProgress(stage, "", now)
+        if hosts and self.level >= NORMAL:
+            self._line(f"{stage}: {', '.join(hosts)}")
+
+    def failed(self, host: str, stage: str, why: str) -> None:
+        self._line(f"{host}: {stage} FAILED: {why}")  # shown even when quiet
+
+    def event(self, event: HostEvent) -> None:
+        state = self.hosts.setdefault(event.host, HostProgress())
+        if event.kind == "start":
+            state.task = event.task
+            if self.level >= VERBOSE:
+                self._line(f"{event.host}: {state.stage}: {event.task}")
+        elif event.kind in ("failed", "unreachable"):
+            self.failed(event.host, state.stage, failure_text(event))
+        elif event.kind == "changed" and self.level >= VERBOSE:
+            self._line(f"{event.host}: changed: {event.task}")
+        self.beat()
+
+    def beat(self) -> None:
+        now = self.clock()
+        if self.level < NORMAL or now - self._last_beat < self.heartbeat:
+            return
+        self._last_beat = now
+        busy = [(h, s) for h, s in sorted(self.hosts.items()) if s.task]
+        if not busy:
+            return
+        groups: dict[tuple[str, str], list[tuple[str, HostProgress]]] = {}
+        for host, state in busy:
+            groups.setdefault((state.stage, state.task), []).append((host, state))
+        parts = []
+        for (stage, task), members in list(groups.items())[:6]:
+            elapsed = now - min(s.stage_started for _, s in members)
+            who = members[0][0] if len(members) == 1 else f"{len(members)} hosts"
+            parts.append(f"{who}: {stage} {elapsed:.0f}s, {task}")
+        more = f"; and {len(groups) - 6} other tasks" if len(groups) > 6 else ""
+        self._line("; ".join(parts) + more)

@@ -1,0 +1,293 @@
+"""provision and reimage, end to end: select hosts in NetBox, plan each one's stages, lock them,
+then per rack: (drain, offline,) image, configure, verify + health, join. One host's failure
+never stops the others; NetBox records every transition; nothing is admitted without a passing
+verify; a re-run resumes where each host stopped."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from itertools import groupby
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from racklift.ansible import run_playbook
+from racklift.errors import RackliftError
+from racklift.netbox.bootstrap import bootstrap
+from racklift.netbox.client import NetBox
+from racklift.netbox.model import ExpectedHost
+from racklift.netbox.reader import Selection, read_hosts
+from racklift.pipeline import lock
+from racklift.pipeline.plan import (
+    COMPLETED,
+    CONFIGURE,
+    IMAGE,
+    REIMAGE,
+    VERIFY,
+    HostPlan,
+    Options,
+    plan_host,
+)
+from racklift.pipeline.progress import Progress
+from racklift.pipeline.state import KEEP, Transition, apply, read_stages
+from racklift.verify.run import gate, new_run_dir
+from racklift.verify.verdict import HostVerdict
+
+if TYPE_CHECKING:
+    from racklift.pipeline.scheduler import Scheduler
+
+# Results a host ends a run with.
+JOINED, FAILED, SKIPPED, LOCKED, PREFLIGHT, PLANNED, INTERRUPTED = (
+    "joined", "failed", "skipped", "locked", "preflight failed", "would run", "interrupted")
+# image(netbox, hosts, run_dir, progress) → host name → error (None: imaged)
+ImageStage = Callable[[NetBox, list[ExpectedHost], Path, Progress], Mapping[str, str | None]]
+
+
+@dataclass
+class HostRun:
+    host: ExpectedHost
+    plan: HostPlan
+    completed: str | None  # racklift_stage when the run started
+    result: str = ""
+    reached: str = "select"  # the last stage the host entered
+    error: str | None = None
+    verdict: HostVerdict | None = None
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return self.host.name
+
+    def fail(self, stage: str, why: str) -> None:
+        self.result, self.reached, self.error = FAILED, stage, why
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"host": self.name, "netbox_id": self.host.netbox_id, "rack": self.host.rack,
+                "status_before": self.host.status, "completed_before": self.completed,
+                "stages": list(self.plan.stages), "skip": self.plan.skip,
+                "result": self.result, "stage_reached": self.reached, "error": self.error,
+                "warnings": self.warnings, "seconds": round(self.seconds, 1),
+                "verdict": self.verdict.to_dict() if self.verdict else None}
+
+
+@dataclass(frozen=True)
+class PipelineRun:
+    run_id: str
+    verb: str
+    hosts: list[HostRun]
+    run_dir: Path
+    seconds: float
+    check: bool = False
+    errors: tuple[str, ...] = ()  # run-level trouble (e.g. locks that could not be released)
+
+
+def _header(options: Options, run_id: str) -> str:
+    return f"racklift {options.verb} (run {run_id})"
+
+
+def _preflight(h: HostRun, options: Options) -> None:
+    if h.plan.skip:
+        h.result = SKIPPED
+        return
+    problems = [f"{p.field}: {p.message}" for p in h.host.problems]
+    if IMAGE in h.plan.stages and not h.host.oob_ip:
+        problems.append("oob_ip: no BMC address: imaging needs the BMC's IP as the device's "
+                        "OOB IP in NetBox")
+    if problems:
+        h.result, h.reached, h.error = PREFLIGHT, "preflight", "; ".join(problems)
+
+
+def _journal_fail(options: Options, run_id: str, stage: str, why: str) -> str:
+    return f"{_header(options, run_id)}: {stage} failed.\n- {why}"
+
+
+class _Batch:
+    """One rack's hosts through the stages."""
+
+    def __init__(self, netbox: NetBox, runs: list[HostRun], options: Options, run_id: str,
+                 run_dir: Path, progress: Progress, scheduler: Scheduler | None,
+                 image: ImageStage | None, extravars: Mapping[str, Any]) -> None:
+        self.netbox, self.runs, self.options, self.run_id = netbox, runs, options, run_id
+        self.run_dir, self.progress, self.scheduler = run_dir, progress, scheduler
+        self.image, self.extravars = image, extravars
+        self.rack = runs[0].host.rack or "no-rack"
+
+    def live(self, stage: str) -> list[HostRun]:
+        return [h for h in self.runs if not h.result and stage in h.plan.stages]
+
+    def fail(self, failures: Mapping[str, str], stage: str) -> None:
+        by_name = {h.name: h for h in self.runs}
+        transitions = []
+        for name, why in failures.items():
+            h = by_name[name]
+            h.fail(stage, why)
+            self.progress.failed(name, stage, why)
+            transitions.append(Transition(h.host.netbox_id, _journal_fail(
+                self.options, self.run_id, stage, why), kind="danger", status="failed"))
+        apply(self.netbox, transitions)
+
+    def start(self) -> None:
+        live = [h for h in self.runs if not h.result]
+        if self.options.verb == REIMAGE:
+            self.drain(live)
+            live = [h for h in live if not h.result]
+        transitions = []
+        for h in live:
+            text = (f"{_header(self.options, self.run_id)}: started; stages "
+                    f"{', '.join(h.plan.stages)}")
+            fresh = IMAGE in h.plan.stages
+            transitions.append(Transition(h.host.netbox_id, text, status="staged",
+                                          stage=None if fresh else KEEP))
+        apply(self.netbox, transitions)
+
+    def drain(self, live: list[HostRun]) -> None:
+        reason = f"racklift reimage: {self.options.reason or 'no reason given'}"
+        if self.scheduler is not None and live:
+            self.progress.stage([h.name for h in live], "drain")
+            result = self.scheduler.drain([h.name for h in live], reason)
+            self.fail({n: f"{self.scheduler.name} drain: {why}"
+                       for n, why in result.errors.items()}, "drain")
+        apply(self.netbox, [Transition(h.host.netbox_id, f"{_header(self.options, self.run_id)}:"
+                                       f" out of service for re-imaging ({reason})",
+                                       kind="warning", status="offline", stage=None)
+                            for h in live if not h.result])
+
+    def run_image(self) -> None:
+        live = self.live(IMAGE)
+        if not live:
+            return
+        self.progress.stage([h.name for h in live], IMAGE)
+        for h in live:
+            h.reached = IMAGE
+        if self.image is None:
+            raise RackliftError("the image stage is not available here: pass --no-image")
+        outcome = self.image(self.netbox, [h.host for h in live], self.run_dir, self.progress)
+        self.fail({n: why for n, why in outcome.items() if why}, IMAGE)
+        apply(self.netbox, [Transition(h.host.netbox_id,
+                                       f"{_header(self.options, self.run_id)}: imaged",
+                                       stage=COMPLETED[IMAGE])
+                            for h in live if not h.result])
+
+    def run_configure(self) -> None:
+        live = self.live(CONFIGURE)
+        if not live:
+            return
+        names = [h.name for h in live]
+        self.progress.stage(names, CONFIGURE)
+        for h in live:
+            h.reached = CONFIGURE
+        result = run_playbook("configure.yml", names, self.netbox.settings,
+                              artifacts=self.run_dir / "ansible", ident=f"configure-{self.rack}",
+                              extravars=self.extravars, on_event=self.progress.event)
+        failures = dict(result.failed)
+        for name in names:
+            if name not in failures and name not in result.ok:
+                # Aborted by the batch's max-fail percentage, or never reached.
+                failures[name] = ("not configured: the rack's batch stopped (too many hosts "
+                                  "failed; see the others' errors)")
+        self.fail(failures, CONFIGURE)
+        apply(self.netbox, [Transition(h.host.netbox_id,
+                                       f"{_header(self.options, self.run_id)}: configured",
+                                       stage=COMPLETED[CONFIGURE])
+                            for h in live if not h.result])
+
+    def run_verify(self) -> None:
+        live = self.live(VERIFY)
+        if not live:
+            return
+        self.progress.stage([h.name for h in live], VERIFY)
+        # The gate judges hosts as NetBox has them now: staged.
+        hosts = [replace(h.host, status="staged") for h in live]
+        verdicts = gate(self.netbox, hosts, self.run_dir, progress=self.progress.note,
+                        on_event=self.progress.event)
+        for h, verdict in zip(live, verdicts, strict=True):
+            h.reached, h.verdict = VERIFY, verdict
+            if verdict.passed:
+                h.result = JOINED
+            else:
+                h.result, h.error = FAILED, "; ".join(verdict.failures) or "no checks ran"
+                self.progress.failed(h.name, VERIFY, h.error)
+
+    def join(self) -> None:
+        joined = [h for h in self.runs if h.result == JOINED]
+        if not joined or self.scheduler is None:
+            return
+        result = self.scheduler.resume([h.name for h in joined],
+                                       f"racklift {self.options.verb} run {self.run_id}: passed")
+        for h in joined:
+            h.reached = "join"
+            if h.name in result.errors:
+                h.warnings.append(f"{self.scheduler.name} resume: {result.errors[h.name]}")
+
+
+def run(netbox: NetBox, selection: Selection, options: Options, *, check: bool = False,
+        progress: Progress, scheduler: Scheduler | None = None,
+        image: ImageStage | None = None, extravars: Mapping[str, Any] | None = None,
+        owner: lock.Owner | None = None) -> PipelineRun:
+    started = time.monotonic()
+    run_dir = new_run_dir(options.verb + ("-check" if check else ""))
+    run_id = f"{run_dir.name}-{uuid.uuid4().hex[:6]}"
+    if not check:
+        bootstrap(netbox)  # the custom field racklift_stage, the tags: created once
+    hosts = read_hosts(netbox, selection)
+    completed = read_stages(netbox, [h.netbox_id for h in hosts]) if hosts else {}
+    runs = [HostRun(h, plan_host(h.status, completed.get(h.netbox_id), options),
+                    completed.get(h.netbox_id)) for h in hosts]
+    for h in runs:
+        _preflight(h, options)
+    todo = [h for h in runs if not h.result]
+    progress.note(f"{len(runs)} hosts selected ({selection.describe()}); {len(todo)} to work on"
+                  f"; run {run_id}")
+    if check:
+        for h in todo:
+            h.result = PLANNED
+        return PipelineRun(run_id, options.verb, runs, run_dir, time.monotonic() - started,
+                           check=True)
+    held_by_others = lock.acquire(netbox, [h.host.netbox_id for h in todo], run_id,
+                                  options.verb, owner)
+    for h in todo:
+        if h.host.netbox_id in held_by_others:
+            h.result, h.error = LOCKED, held_by_others[h.host.netbox_id].describe()
+            progress.failed(h.name, "lock", h.error)
+    mine = [h for h in todo if not h.result]
+    errors: list[str] = []
+    try:
+        _batches(netbox, mine, options, run_id, run_dir, progress, scheduler, image,
+                 extravars or {})
+    except RackliftError as exc:
+        # NetBox or Ansible failed under the whole run: every unfinished host says where it
+        # stopped; NetBox still has it staged (never active), and a re-run resumes it.
+        errors.append(f"run stopped: {exc}")
+        for h in mine:
+            if not h.result:
+                h.result, h.error = INTERRUPTED, f"stopped during {h.reached}: {exc}"
+    finally:
+        try:
+            lock.release(netbox, [h.host.netbox_id for h in mine], run_id)
+        except RackliftError as exc:
+            errors.append(f"the locks of run {run_id} could not be released ({exc}); once "
+                          f"NetBox answers: racklift unlock --host "
+                          f"{','.join(h.name for h in mine)}")
+    return PipelineRun(run_id, options.verb, runs, run_dir, time.monotonic() - started,
+                       errors=tuple(errors))
+
+
+def _batches(netbox: NetBox, mine: list[HostRun], options: Options, run_id: str,
+             run_dir: Path, progress: Progress, scheduler: Scheduler | None,
+             image: ImageStage | None, extravars: Mapping[str, Any]) -> None:
+    """Rack by rack: each rack is one batch through every stage (one Ansible job per stage)."""
+    for _, group in groupby(sorted(mine, key=lambda h: h.host.rack or ""),
+                            key=lambda h: h.host.rack or ""):
+        batch_started = time.monotonic()
+        batch = _Batch(netbox, list(group), options, run_id, run_dir, progress, scheduler,
+                       image, extravars)
+        batch.start()
+        batch.run_image()
+        batch.run_configure()
+        batch.run_verify()
+        batch.join()
+        for h in batch.runs:
+            h.seconds = time.monotonic() - batch_started

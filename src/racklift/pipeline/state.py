@@ -1,0 +1,51 @@
+"""A host's place in the pipeline, in NetBox: its status, the stage it last completed
+(custom field `racklift_stage`) and a journal entry for every transition.
+
+Journal first, then the device: if the device update then fails, the journal already says
+what was attempted, and the re-run sees the old status and does the transition again."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from racklift.netbox.client import NetBox
+
+STAGE_FIELD = "racklift_stage"
+KEEP = object()  # a Transition field left as it is
+
+
+@dataclass(frozen=True)
+class Transition:
+    netbox_id: int
+    journal: str
+    kind: str = "info"  # journal kind: info, success, warning, danger
+    status: str | None = None  # None: unchanged
+    stage: Any = KEEP  # str, None (cleared) or KEEP
+
+
+def read_stages(netbox: NetBox, device_ids: Iterable[int]) -> dict[int, str | None]:
+    rows = netbox.get_for_ids("dcim/devices", "id", list(device_ids), {},
+                              fields=("id", "custom_fields"))
+    return {row["id"]: (row.get("custom_fields") or {}).get(STAGE_FIELD) or None
+            for row in rows}
+
+
+def apply(netbox: NetBox, transitions: Iterable[Transition]) -> None:
+    transitions = list(transitions)
+    if not transitions:
+        return
+    netbox.create("extras/journal-entries", [
+        {"assigned_object_type": "dcim.device", "assigned_object_id": t.netbox_id,
+         "kind": t.kind, "comments": t.journal} for t in transitions])
+    updates = []
+    for t in transitions:
+        change: dict[str, Any] = {}
+        if t.status is not None:
+            change["status"] = t.status
+        if t.stage is not KEEP:
+            change["custom_fields"] = {STAGE_FIELD: t.stage}
+        if change:
+            updates.append({"id": t.netbox_id, **change})
+    netbox.update("dcim/devices", updates)

@@ -1,0 +1,137 @@
+"""The verbs operators type: provision, reimage, and the locks that keep two runs apart."""
+
+from __future__ import annotations
+
+import json as jsonlib
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from invoke import task
+from invoke.exceptions import Exit
+
+from racklift.console import console, print_json
+from racklift.errors import RackliftError
+from racklift.netbox.reader import read_hosts
+from racklift.pipeline import lock
+from racklift.pipeline import report as reports
+from racklift.pipeline.plan import PROVISION, REIMAGE, Options
+from racklift.pipeline.progress import NORMAL, QUIET, VERBOSE, Progress
+from racklift.pipeline.run import PipelineRun, run
+from racklift.pipeline.scheduler import scheduler_from_env
+from racklift.tasks.common import SELECTION_HELP, connect, operator_errors, selection
+
+RUN_HELP = {
+    "check": "show what would happen to each host; change nothing",
+    "no_image": "skip the image stage: hosts keep the OS they run (pre-imaged hosts, the "
+                "container lab)",
+    "json": "print the JSON report on stdout",
+    "quiet": "only failures and the summary",
+    "verbose": "every task on every host",
+    "max_fail": "percentage of a rack's hosts whose failure stops that rack's batch (default 50)",
+    "batch_size": "hosts of a rack configured at once (Ansible serial; default: the whole rack)",
+}
+
+
+@contextmanager
+def _terminated_as_interrupt() -> Iterator[None]:
+    """SIGTERM unwinds like Ctrl-C, so a stopped run still releases its locks."""
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _level(quiet: bool, verbose: bool) -> int:
+    return QUIET if quiet else VERBOSE if verbose else NORMAL
+
+
+def _execute(chosen, options: Options, *, check: bool, json: bool, quiet: bool,
+             verbose: bool, max_fail: int, batch_size: str | None) -> None:
+    progress = Progress(lambda line: console.print(line, markup=False, highlight=False),
+                        _level(quiet, verbose))
+    extravars = {"racklift_max_fail_percentage": int(max_fail)}
+    if batch_size:
+        extravars["racklift_batch_size"] = batch_size
+    with operator_errors(), _terminated_as_interrupt():
+        result: PipelineRun = run(connect(), chosen, options, check=check, progress=progress,
+                                  scheduler=scheduler_from_env(), extravars=extravars)
+        path = reports.write(result, chosen.describe())
+    console.print(reports.table(result, f"{options.verb}: {chosen.describe()}"
+                                        f"{' (check: nothing changed)' if check else ''}"))
+    counts = ", ".join(f"{n} {k}" for k, n in reports.summary(result).items() if k != "hosts")
+    console.print(f"{counts or 'no hosts'} in {result.seconds:.1f} s; run {result.run_id}; "
+                  f"report {path}; Ansible artifacts {result.run_dir / 'ansible'}")
+    for error in result.errors:
+        console.print(f"[red]error: {error}[/]")
+    if json:
+        print_json(reports.to_json(result, chosen.describe()))
+    if not reports.ok(result):
+        raise Exit(code=1)
+
+
+@task(help={**{k: v for k, v in SELECTION_HELP.items() if k != "status"}, **RUN_HELP,
+            "retry_failed": "also take hosts whose status is failed",
+            "reimage": "image again even hosts that finished imaging in an earlier run"})
+def provision(c, site=None, rack=None, role="gpu-server", host=None, check=False,
+              no_image=False, retry_failed=False, reimage=False, json=False, quiet=False,
+              verbose=False, max_fail=50, batch_size=None):
+    """Take planned hosts to the pool: preflight, image, configure, verify + health, join.
+
+    Racks are batches; one host's failure never stops the others. NetBox moves each host
+    planned → staged → active, or failed with the reasons in its journal. A re-run resumes
+    where each host stopped (staged hosts continue; failed ones with --retry-failed). Hosts
+    that are active are never touched. Exit 1 when any host did not join."""
+    chosen = selection(site, rack, role, None, host)
+    options = Options(PROVISION, image=not no_image, retry_failed=retry_failed,
+                      reimage=reimage)
+    _execute(chosen, options, check=check, json=json, quiet=quiet, verbose=verbose,
+             max_fail=max_fail, batch_size=batch_size)
+
+
+@task(help={"host": "device name(s), comma-separated", **RUN_HELP,
+            "reason": "why (recorded in the NetBox journal and the scheduler's drain reason)",
+            "force": "also re-image hosts that are active (in the pool)"})
+def reimage(c, host, reason, force=False, check=False, no_image=False, json=False,
+            quiet=False, verbose=False, max_fail=50, batch_size=None):
+    """Rebuild hosts: drain (scheduler hook), offline, image, configure, verify, rejoin.
+
+    Refuses active hosts unless --force. Exit 1 when any host did not rejoin."""
+    if not reason.strip():
+        raise Exit("error: --reason must say why the host is re-imaged", code=2)
+    options = Options(REIMAGE, image=not no_image, force=force, reason=reason)
+    _execute(selection(host=host), options, check=check, json=json, quiet=quiet,
+             verbose=verbose, max_fail=max_fail, batch_size=batch_size)
+
+
+@task(help={**SELECTION_HELP})
+def locks(c, site=None, rack=None, role=None, status=None, host=None):
+    """Which hosts are locked by a run, by whom and since when."""
+    with operator_errors():
+        netbox = connect()
+        hosts = read_hosts(netbox, selection(site, rack, role, status, host))
+        held = lock.current(netbox, [h.netbox_id for h in hosts])
+    for h in hosts:
+        if h.netbox_id in held:
+            console.print(f"{h.name}: {held[h.netbox_id].describe()}")
+    console.print(jsonlib.dumps({"locked": sum(1 for h in hosts if h.netbox_id in held),
+                                 "hosts": len(hosts)}))
+
+
+@task(help={"host": "device name(s), comma-separated", "reason": "why (recorded in the journal)"})
+def unlock(c, host, reason="stale lock broken by the operator"):
+    """Break the lock a run holds on hosts (a run that was killed, or a dead controller)."""
+    with operator_errors():
+        netbox = connect()
+        hosts = read_hosts(netbox, selection(host=host))
+        missing = set(selection(host=host).names) - {h.name for h in hosts}
+        if missing:
+            raise RackliftError(f"not in NetBox: {', '.join(sorted(missing))}")
+        broken = lock.break_locks(netbox, [h.netbox_id for h in hosts], reason)
+    for h in hosts:
+        console.print(f"{h.name}: " + (f"broke the lock of {broken[h.netbox_id].owner} "
+                                       f"(run {broken[h.netbox_id].run})"
+                                       if h.netbox_id in broken else "not locked"))

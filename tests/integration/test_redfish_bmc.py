@@ -9,7 +9,7 @@ import logging
 import re
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -54,7 +54,7 @@ def _boot_first(vm: vrack.VmPlan) -> str:
     return "?"
 
 
-def _wait_for(predicate, seconds: float) -> bool:  # type: ignore[no-untyped-def]
+def _wait_for(predicate: Callable[[], bool], seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if predicate():

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import ssl
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -394,6 +396,23 @@ def test_an_untrusted_certificate_is_an_error_not_a_retry(standin):
         _client(standin, None, waits).power_state()  # the system trust store: not our CA
     assert "racklift_bmc_ca_bundle" in str(caught.value)
     assert waits == []
+
+
+def test_a_bmc_that_accepts_but_never_answers_times_out_per_attempt():
+    # A listening socket nobody accepts from: TCP connects, TLS never starts (a hung BMC).
+    with socket.socket() as hung:
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(8)
+        endpoint = BmcEndpoint("gpu-0009", "127.0.0.1", hung.getsockname()[1])
+        waits: list[float] = []
+        client = RedfishClient(endpoint, BmcCredentials("admin", SECRET), timeout=(0.3, 0.3),
+                               attempts=2, sleep=waits.append)
+        started = time.monotonic()
+        with pytest.raises(BmcError) as caught:
+            client.power_state()
+    assert time.monotonic() - started < 3
+    assert "did not answer in time, 2 attempts" in str(caught.value)
+    assert "oob_ip" in str(caught.value) and waits == [0.5]
 
 
 def test_more_than_one_system_is_refused(standin, tls):

@@ -188,8 +188,9 @@ class VM:
             netdev += f",tftp={self.tftp},bootfile=boot.ipxe"
         else:
             nic += ",romfile="  # no iPXE ROM: only the disk can boot
+        # Two vCPUs: the ramdisk's pipeline (wget, tee, sha256sum, gunzip, dd) runs on both.
         self.process = subprocess.Popen(
-            ["qemu-system-x86_64", "-machine", "pc,accel=tcg", "-m", "768", "-smp", "1",
+            ["qemu-system-x86_64", "-machine", "pc,accel=tcg", "-m", "768", "-smp", "2",
              "-nographic", "-monitor", "none", "-serial", f"file:{self.console}",
              "-drive", f"file={self.disk},format=qcow2,if=virtio",
              "-netdev", netdev, "-device", nic,
@@ -304,10 +305,10 @@ def test_corrupted_image_is_reported_and_never_booted(boot_server, image, vm, ss
     corrupt = boot_server.root / "images" / "corrupt" / "disk.raw.gz"
     corrupt.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(image.path, corrupt)
-    with corrupt.open("r+b") as f:  # flip bytes in the middle of the compressed stream
-        f.seek(image.size // 2)
+    with corrupt.open("r+b") as f:  # flip bytes an eighth into the compressed stream
+        f.seek(image.size // 8)
         chunk = f.read(64)
-        f.seek(image.size // 2)
+        f.seek(image.size // 8)
         f.write(bytes(b ^ 0xFF for b in chunk))
     stage_host(boot_server, host, vm.mac, f"{boot_server.http_url}/images/corrupt/disk.raw.gz",
                image, ssh_key)

@@ -152,8 +152,8 @@ def marker(name: str, build: str) -> str:
 
 def root_size(content_bytes: int) -> int:
     """Root filesystem size: the content with room for ext4's metadata and a first boot, in
-    whole 64 MiB steps."""
-    wanted = int(content_bytes * 1.25) + 256 * MIB
+    whole 64 MiB steps. Kept small: every byte of it is streamed and written at each deploy."""
+    wanted = int(content_bytes * 1.1) + 160 * MIB
     return -(-wanted // (64 * MIB)) * 64 * MIB
 
 

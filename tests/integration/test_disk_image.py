@@ -1,0 +1,140 @@
+"""The OS disk image (src/racklift/imaging/diskimage.py), built for real: its recipe cache, what
+is inside it (read without mounting: sgdisk, debugfs and mtools on the image file), and that
+UEFI firmware (OVMF under QEMU TCG) boots it into its kernel. BIOS boot is proven end to end by
+test_deploy_ramdisk.py, whose deployed VM boots this image through SeaBIOS."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from racklift.imaging import diskimage
+from racklift.paths import cache_dir
+
+MIB = 1024 * 1024
+OVMF = Path("/usr/share/ovmf/OVMF.fd")
+
+
+@pytest.fixture(scope="module")
+def image() -> diskimage.DiskImage:
+    result = diskimage.build()
+    print(f"\n[image] {result.name} {result.build_id} "
+          f"{'from the cache' if result.cached else 'built'} in {result.seconds:.1f} s: "
+          f"{result.size / MIB:.0f} MiB gz, {result.raw_size / MIB:.0f} MiB disk")
+    return result
+
+
+@pytest.fixture(scope="module")
+def raw(image, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("disk") / "disk.raw"
+    with gzip.open(image.path, "rb") as src, out.open("wb") as dst:
+        shutil.copyfileobj(src, dst, 4 * MIB)
+    return out
+
+
+def _root(raw: Path) -> str:
+    return f"{raw}?offset={diskimage.ROOT_START * diskimage.SECTOR}"
+
+
+def debugfs(raw: Path, request: str) -> str:
+    result = subprocess.run(["debugfs", "-R", request, _root(raw)], capture_output=True,
+                            text=True, check=True)
+    return result.stdout
+
+
+def test_second_build_is_a_cache_hit_with_the_same_checksum(image) -> None:
+    started = time.monotonic()
+    again = diskimage.build()
+    assert time.monotonic() - started < 1
+    assert again.cached
+    assert (again.build_id, again.sha256, again.path) == (image.build_id, image.sha256,
+                                                          image.path)
+    assert again.path.parent == diskimage.image_dir() == \
+        cache_dir() / "images" / f"debian12-{image.build_id}"
+    digest = hashlib.sha256(image.path.read_bytes()).hexdigest()
+    assert digest == image.sha256
+    assert (image.directory / "disk.raw.gz.sha256").read_text() == f"{digest}  disk.raw.gz\n"
+    assert image.size == image.path.stat().st_size
+
+
+def test_build_id_is_the_recipe() -> None:
+    assert diskimage.build_id() == diskimage.build_id(diskimage.PACKAGES)
+    assert diskimage.build_id((*diskimage.PACKAGES, "jq")) != diskimage.build_id()
+    assert re.fullmatch(r"[0-9a-f]{16}", diskimage.build_id())
+
+
+def test_partitions_and_boot_loaders(raw, image) -> None:
+    assert raw.stat().st_size == image.raw_size
+    table = subprocess.run(["sgdisk", "-p", str(raw)], capture_output=True, text=True,
+                           check=True).stdout
+    rows = [line.split() for line in table.splitlines() if re.match(r"\s+\d+\s", line)]
+    assert [(r[0], r[1], r[5]) for r in rows] == [
+        ("1", str(diskimage.BIOS_BOOT_START), "EF02"),
+        ("2", str(diskimage.ESP_START), "EF00"),
+        ("3", str(diskimage.ROOT_START), "8304")]
+    with raw.open("rb") as disk:
+        mbr = disk.read(512)
+        disk.seek(diskimage.BIOS_BOOT_START * diskimage.SECTOR)
+        core = disk.read(512)
+    assert mbr[510:] == b"\x55\xaa"
+    assert int.from_bytes(mbr[0x5C:0x64], "little") == diskimage.BIOS_BOOT_START
+    assert int.from_bytes(core[500:508], "little") == diskimage.BIOS_BOOT_START + 1
+    esp = subprocess.run(["mdir", "-b", "-i",
+                          f"{raw}@@{diskimage.ESP_START * diskimage.SECTOR}", "::/EFI/BOOT"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "BOOTX64.EFI" in esp
+
+
+def test_root_filesystem_contents(raw, image) -> None:
+    fs_uuid = diskimage.root_uuid(image.build_id)
+    assert f"Filesystem UUID:          {fs_uuid}" in subprocess.run(
+        ["dumpe2fs", "-h", _root(raw)], capture_output=True, text=True, check=True).stdout
+    assert debugfs(raw, "cat /etc/racklift/image.json") == diskimage.marker(image.name,
+                                                                           image.build_id)
+    assert debugfs(raw, "cat /etc/fstab") == f"UUID={fs_uuid} / ext4 errors=remount-ro 0 1\n"
+    grub = debugfs(raw, "cat /boot/grub/grub.cfg")
+    assert f"root=UUID={fs_uuid}" in grub and "console=ttyS0,115200n8" in grub
+    ssh_dir = debugfs(raw, "ls /etc/ssh")
+    assert "sshd_config" in ssh_dir
+    assert "ssh_host_" not in ssh_dir  # generated on each host's first boot, never shared
+    assert debugfs(raw, "cat /etc/machine-id") == ""
+    assert "ssh-keygen -A" in debugfs(
+        raw, "cat /etc/systemd/system/ssh.service.d/racklift-hostkeys.conf")
+    wants = debugfs(raw, "ls /etc/systemd/system/multi-user.target.wants")
+    assert "systemd-networkd.service" in wants and "ssh.service" in wants
+    for program in ("/usr/bin/python3", "/usr/bin/sudo", "/usr/sbin/sshd",
+                    "/usr/lib/systemd/systemd"):
+        assert "Inode:" in subprocess.run(["debugfs", "-R", f"stat {program}", _root(raw)],
+                                          capture_output=True, text=True).stdout, program
+
+
+def test_uefi_firmware_boots_it(raw, tmp_path) -> None:
+    """OVMF -> ESP's GRUB -> grub.cfg on the root filesystem -> the image's kernel."""
+    console = tmp_path / "console.log"
+    started = time.monotonic()
+    vm = subprocess.Popen(
+        ["qemu-system-x86_64", "-machine", "pc,accel=tcg", "-m", "512", "-bios", str(OVMF),
+         "-nographic", "-monitor", "none", "-serial", f"file:{console}", "-net", "none",
+         "-drive", f"file={raw},format=raw,if=virtio,snapshot=on"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = started + 180
+        text = ""
+        while time.monotonic() < deadline and vm.poll() is None:
+            text = console.read_text(errors="replace") if console.exists() else ""
+            if "Linux version" in text:
+                break
+            time.sleep(1)
+        assert "Linux version" in text, f"no kernel under UEFI; console:\n{text[-2000:]}"
+        assert "Booting `racklift debian12" in text
+        print(f"\n[uefi] OVMF to the image's kernel in {time.monotonic() - started:.0f} s")
+    finally:
+        vm.kill()
+        vm.wait(10)

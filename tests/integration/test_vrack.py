@@ -16,7 +16,7 @@ import yaml
 
 from helpers import BIN, REPO
 from racklift.errors import LabError
-from racklift.lab import hosts, netbox_server, seed, vrack
+from racklift.lab import hosts, netbox_server, seed, vrack, vrack_uplink
 from racklift.netbox.bootstrap import TAG_LAB
 from racklift.netbox.client import NetBox
 from racklift.netbox.reader import Selection, read_hosts
@@ -147,16 +147,58 @@ def test_namespace_bridge_has_the_private_v4_and_a_ula(rack):
     assert "10.91.0.1" not in host_links  # private addresses stay inside the namespace
 
 
-def test_ssh_reaches_the_boot_server_through_the_namespace(rack):
-    result = subprocess.run(
+def boot_server_ssh(command: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
         ["ssh", "-i", str(hosts.ssh_key()), "-o", f"ProxyCommand={vrack.proxy_command(RACK)}",
          "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-         "-o", "LogLevel=ERROR", "-o", "BatchMode=yes", f"root@{RACK.gateway}",
-         "hostname; ip -br addr show dev rltest0; systemctl is-system-running --wait"],
+         "-o", "LogLevel=ERROR", "-o", "BatchMode=yes", f"root@{RACK.gateway}", command],
         capture_output=True, text=True, timeout=60)
+
+
+def test_ssh_reaches_the_boot_server_through_the_namespace(rack):
+    result = boot_server_ssh(
+        "hostname; ip -br addr show dev rltest0; systemctl is-system-running --wait")
     assert result.returncode == 0, result.stderr
     name, bridge, state = result.stdout.split("\n")[:3]
     assert name == RACK.boot_server and "10.91.0.1/24" in bridge and state == "running"
+
+
+FETCH = ("import sys, urllib.request, urllib.error\n"
+         "proxy = urllib.request.ProxyHandler({'http': 'http://127.0.0.1:3142'})\n"
+         "try:\n"
+         "    answer = urllib.request.build_opener(proxy).open(sys.argv[1], timeout=30)\n"
+         "    print(answer.status, answer.read(200))\n"
+         "except urllib.error.HTTPError as exc:\n"
+         "    print(exc.code, exc.read(200))\n")
+
+
+def test_the_boot_server_reaches_the_mirror_and_only_the_mirror(rack):
+    conf = boot_server_ssh("apt-config dump Acquire::http::Proxy").stdout
+    assert '"http://127.0.0.1:3142"' in conf  # apt there goes through the uplink
+    mirror = boot_server_ssh(f"python3 -c \"{FETCH}\" "
+                             "http://deb.debian.org/debian/dists/bookworm/Release")
+    assert mirror.stdout.startswith("200 b'Origin: Debian"), mirror.stdout + mirror.stderr
+    other = boot_server_ssh(f"python3 -c \"{FETCH}\" http://example.com/")
+    assert other.stdout.startswith("403 ") and \
+        "example.com:80 is not the lab's mirror" in other.stdout, other.stdout + other.stderr
+    assert "default" not in _ns("ip", "route")  # no way out but the uplink
+
+
+@pytest.mark.parametrize("head, parsed", [
+    (b"GET http://deb.debian.org/debian/dists/bookworm/InRelease HTTP/1.1\r\nHost: x\r\n\r\n",
+     ("GET", "deb.debian.org", 80)),
+    (b"GET http://mirror.example:8080/debian/ HTTP/1.1\r\n\r\n", ("GET", "mirror.example", 8080)),
+    (b"CONNECT deb.debian.org:443 HTTP/1.1\r\n\r\n", ("CONNECT", "deb.debian.org", 443)),
+])
+def test_uplink_reads_proxy_requests(head, parsed):
+    assert vrack_uplink.parse_request_head(head) == parsed
+
+
+@pytest.mark.parametrize("head", [b"GET /debian/ HTTP/1.1\r\n\r\n", b"garbage\r\n\r\n",
+                                  b"CONNECT deb.debian.org HTTP/1.1\r\n\r\n"])
+def test_uplink_refuses_what_is_not_a_proxy_request(head):
+    with pytest.raises(ValueError):
+        vrack_uplink.parse_request_head(head)
 
 
 def test_ansible_reaches_the_boot_server_with_the_namespace_group_vars(instance, rack,
@@ -209,10 +251,11 @@ def test_a_vm_nic_can_be_given_a_mac_netbox_does_not_have(netbox, rack):
 def test_down_leaves_nothing_behind(netbox, rack):
     vm = rack.vms[0]
     emulator = int((vrack.vm_dir(RACK, vm.name) / "bmc.pid").read_text())
+    uplink = int((vrack.vrack_dir(RACK) / "uplink.pid").read_text())
     vrack.down(netbox, RACK)
     assert not Path(f"/run/netns/{RACK.netns}").exists()
     assert not vrack.boot_server_containers(RACK)
-    assert not Path(f"/proc/{emulator}").exists()
+    assert not Path(f"/proc/{emulator}").exists() and not Path(f"/proc/{uplink}").exists()
     assert not Path(f"/etc/libvirt/qemu/{vm.name}.xml").exists()  # undefined, not just off
     assert vrack.virsh("version", check=False).returncode != 0  # libvirtd stopped with it
     assert netbox.count("dcim/devices", {"name": [vm.name, RACK.boot_server]}) == 0

@@ -36,6 +36,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.parse
 import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -47,7 +48,7 @@ from xml.sax.saxutils import escape
 import requests
 
 from racklift.errors import LabError
-from racklift.lab import hosts, podman, seed
+from racklift.lab import hosts, podman, seed, vrack_uplink
 from racklift.netbox.bootstrap import ROLE_GPU_SERVER, TAG_LAB, bootstrap
 from racklift.netbox.client import NetBox
 from racklift.paths import state_dir
@@ -439,15 +440,52 @@ def _ensure_vm(rack: Vrack, vm: VmPlan, existing: dict[str, str]) -> bool:
     return True
 
 
-def _emulator_pid(rack: Vrack, name: str) -> int | None:
-    pid_file = vm_dir(rack, name) / "bmc.pid"
+# Background processes of the rack (BMC emulators, the uplink): a pid file and a log each.
+
+
+def _process_pid(pid_file: Path, marker: bytes) -> int | None:
+    """The pid in `pid_file` while that process lives and its command line has `marker`."""
     try:
         pid = int(pid_file.read_text())
-        if b"sushy" in Path(f"/proc/{pid}/cmdline").read_bytes():
+        if marker in Path(f"/proc/{pid}/cmdline").read_bytes():
             return pid
     except (OSError, ValueError):
         pass
     return None
+
+
+def _spawn(what: str, command: list[str], pid_file: Path, ready: Callable[[], bool]) -> None:
+    """Start `command` in the background (log next to the pid file), wait until `ready`."""
+    log_file = pid_file.with_suffix(".log")
+    with open(log_file, "ab") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+    pid_file.write_text(str(process.pid))
+    _wait(what, lambda: ready() or process.poll() is not None, 30, f"see {log_file}")
+    if process.poll() is not None:
+        raise LabError(f"{what} exited at start: see {log_file}")
+
+
+def _terminate(what: str, pid_file: Path, marker: bytes) -> None:
+    pid = _process_pid(pid_file, marker)
+    if pid is None:
+        return
+    os.kill(pid, 15)
+
+    def gone() -> bool:
+        # A process this one started stays a zombie until collected; init reaps the others.
+        with suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        return _process_pid(pid_file, marker) is None
+
+    _wait(f"{what} (pid {pid}) to stop", gone, 10, f"kill -9 {pid}")
+
+
+SUSHY = b"sushy-emulator"
+
+
+def _emulator_pid(rack: Vrack, name: str) -> int | None:
+    return _process_pid(vm_dir(rack, name) / "bmc.pid", SUSHY)
 
 
 def _bmc_answers(vm: VmPlan) -> bool:
@@ -469,37 +507,46 @@ def _ensure_emulator(rack: Vrack, vm: VmPlan, auth_file: Path) -> bool:
     cert, key = _ensure_cert(rack, vm)
     config = directory / "bmc.conf"
     config.write_text(emulator_config(vm, cert, key, auth_file))
-    with open(directory / "bmc.log", "ab") as log:
-        process = subprocess.Popen([str(program), "--config", str(config)], stdout=log,
-                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True)
-    (directory / "bmc.pid").write_text(str(process.pid))
-    _wait(f"BMC emulator of {vm.name} at https://{vm.bmc}:{BMC_PORT}",
-          lambda: _bmc_answers(vm) or process.poll() is not None, 30,
-          f"see {directory / 'bmc.log'}")
-    if process.poll() is not None:
-        raise LabError(f"BMC emulator of {vm.name} exited: see {directory / 'bmc.log'}")
+    _spawn(f"BMC emulator of {vm.name} at https://{vm.bmc}:{BMC_PORT}",
+           [str(program), "--config", str(config)], directory / "bmc.pid",
+           lambda: _bmc_answers(vm))
     return True
 
 
-def _emulator_gone(rack: Vrack, name: str, pid: int) -> bool:
-    # An emulator this process started stays a zombie until collected; others init reaps.
-    with suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
-    return _emulator_pid(rack, name) is None
-
-
 def _remove_vm(rack: Vrack, name: str, existing: dict[str, str]) -> None:
-    pid = _emulator_pid(rack, name)
-    if pid is not None:
-        os.kill(pid, 15)
-        _wait(f"BMC emulator of {name}", lambda: _emulator_gone(rack, name, pid), 10,
-              f"kill -9 {pid}")
+    _terminate(f"BMC emulator of {name}", vm_dir(rack, name) / "bmc.pid", SUSHY)
     if name in existing:
         if existing[name] != "shut off":
             virsh("destroy", name, check=False)
         virsh("undefine", "--nvram", name)
     shutil.rmtree(vm_dir(rack, name), ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The uplink: the Debian mirror, and only it, through a proxy inside the namespace
+
+
+UPLINK = b"racklift.lab.vrack_uplink"
+
+
+def _uplink_pid_file(rack: Vrack) -> Path:
+    return vrack_dir(rack) / "uplink.pid"
+
+
+def apt_proxy_conf() -> str:
+    """apt's configuration on the boot server: the mirror through the uplink."""
+    return f'Acquire::http::Proxy "http://127.0.0.1:{vrack_uplink.PORT}";\n'
+
+
+def _ensure_uplink(rack: Vrack) -> None:
+    if _process_pid(_uplink_pid_file(rack), UPLINK) is not None:
+        return
+    mirror = urllib.parse.urlsplit(podman.DEBIAN_MIRROR).hostname or "deb.debian.org"
+    _spawn(f"uplink proxy in {rack.netns}",
+           [sys.executable, "-m", "racklift.lab.vrack_uplink", "--netns", rack.netns,
+            "--port", str(vrack_uplink.PORT), "--allow", mirror], _uplink_pid_file(rack),
+           lambda: _in_ns(rack, "nc", "-z", "127.0.0.1", str(vrack_uplink.PORT),
+                          check=False).returncode == 0)
 
 
 def set_vm_mac(rack: Vrack, name: str, mac: str) -> None:
@@ -534,6 +581,8 @@ def _ensure_boot_server(rack: Vrack) -> bool:
         podman.podman("start", name)
         created = False
     else:
+        apt_conf = vrack_dir(rack) / "apt-uplink.conf"
+        apt_conf.write_text(apt_proxy_conf())
         podman.podman(
             "run", "-d", "--name", name, "--hostname", name, "--systemd=always",
             "--label", f"{hosts.LABEL}={rack.netns}", "--label", rack.label,
@@ -541,6 +590,8 @@ def _ensure_boot_server(rack: Vrack) -> bool:
             # dnsmasq answers DHCP and sends router advertisements on the bridge.
             "--cap-add", "NET_ADMIN", "--cap-add", "NET_RAW",
             "--mount", f"type=bind,src={hosts.ssh_key()}.pub,dst=/root/.ssh/authorized_keys,"
+                       "ro=true",
+            "--mount", f"type=bind,src={apt_conf},dst=/etc/apt/apt.conf.d/01racklift-uplink,"
                        "ro=true",
             "--memory", "512m", podman.host_image())
         created = True
@@ -699,6 +750,7 @@ class VrackUp:
 def up(netbox: NetBox, count: int, rack: Vrack = LAB) -> VrackUp:
     started = time.monotonic()
     result = start_vms(rack, count)
+    _ensure_uplink(rack)
     _ensure_boot_server(rack)
     _state_file(rack).write_text(json.dumps({**_state(rack), "registered": True}))
     register(netbox, rack, result.vms)
@@ -731,6 +783,7 @@ def down(netbox: NetBox | None, rack: Vrack = LAB) -> VrackDown:
     containers = boot_server_containers(rack)
     for name in containers:
         podman.podman("rm", "-f", "-t", "2", name)
+    _terminate("uplink proxy", _uplink_pid_file(rack), UPLINK)
     _stop(LIBVIRTD_PID, "libvirtd", rack)
     _stop(VIRTLOGD_PID, "virtlogd", rack)
     if _netns_path(rack).exists():

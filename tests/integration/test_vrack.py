@@ -260,4 +260,5 @@ def test_down_leaves_nothing_behind(netbox, rack):
     assert vrack.virsh("version", check=False).returncode != 0  # libvirtd stopped with it
     assert netbox.count("dcim/devices", {"name": [vm.name, RACK.boot_server]}) == 0
     assert netbox.count("ipam/ip-addresses", {"address": [vm.ip, "10.91.0.1/24"]}) == 0
+    assert netbox.count("dcim/racks", {"name": RACK.rack}) == 0
     assert not vrack.vrack_dir(RACK).exists()

@@ -18,12 +18,16 @@ registered in NetBox. Lab only.
 - The boot server: one systemd container (the lab host image) joined to the namespace, so it
   has the bridge's address; Ansible reaches it, and the VMs, with an SSH ProxyCommand that
   enters the namespace (`proxy_command`, and inventory/group_vars/tag_racklift_lab_prov.yml).
+- The uplink (racklift.lab.vrack_uplink): the namespace has no route out; an HTTP proxy
+  listening inside it (port 3142) reaches the Debian mirror and nothing else, so the boot server
+  installs its packages (its apt is pointed there) and deployed VMs can too.
 - NetBox: each VM a device (status planned, serial, provisioning MAC, primary IP = the address
   the boot server's DHCP will give it, OOB IP = its emulator's address), the boot server a
   device (status active, primary IP = the bridge's address).
 
 `up()` converges (re-run: nothing new; fewer VMs: the extra ones go), `down()` removes exactly
-what `up()` made. State and disks live under racklift.paths.state_dir()/vrack/<namespace>.
+what `up()` made (the shared vocabulary stays: tags, roles, device types, as bootstrap's do).
+State and disks live under racklift.paths.state_dir()/vrack/<namespace>.
 """
 
 from __future__ import annotations
@@ -688,6 +692,16 @@ def _unregister(netbox: NetBox, names: list[str]) -> int:
     return len(devices)
 
 
+def _unregister_rack(netbox: NetBox, rack: Vrack) -> None:
+    """The rack up() made, once nothing is left in it."""
+    if netbox.count("extras/tags", {"slug": TAG_LAB}) == 0:
+        return
+    racks = netbox.get_all("dcim/racks", {"tag": TAG_LAB, "name": rack.rack, "site": rack.site},
+                           fields=("id",))
+    empty = [r["id"] for r in racks if netbox.count("dcim/devices", {"rack_id": r["id"]}) == 0]
+    netbox.delete("dcim/racks", empty)
+
+
 # ---------------------------------------------------------------------------------------------
 # up / down / status
 
@@ -791,6 +805,7 @@ def down(netbox: NetBox | None, rack: Vrack = LAB) -> VrackDown:
     devices = 0
     if netbox is not None:
         devices = _unregister(netbox, [*names, rack.boot_server])
+        _unregister_rack(netbox, rack)
     # The state names what to remove from NetBox: kept until NetBox is clean too.
     if netbox is not None or not _state(rack).get("registered"):
         shutil.rmtree(vrack_dir(rack), ignore_errors=True)

@@ -384,6 +384,13 @@ def test_boot_override_is_read_back(standin, tls, caplog):
     assert "reads back Once, not Continuous" in caplog.text  # the quirk is said, not hidden
 
 
+def test_a_boot_target_the_bmc_does_not_offer_is_refused_before_patching(standin, tls):
+    with pytest.raises(BmcError, match="does not offer boot target Usb") as caught:
+        _client(standin, tls[0], []).set_boot_override("Usb")  # iDRAC's list has no Usb
+    assert "UefiHttp" in str(caught.value)
+    assert all(method != "PATCH" for method, _, _ in standin.received)
+
+
 def test_bad_boot_override_values_are_refused_locally(standin, tls):
     with pytest.raises(BmcError, match="target 'Network'"):
         _client(standin, tls[0], []).set_boot_override("Network")

@@ -64,7 +64,10 @@ CREDENTIALS_HINT = (f"check the BMC credentials source ({VAR_USERNAME}/{VAR_PASS
                     f"host's Ansible vars or vault, or {ENV_USERNAME}/{ENV_PASSWORD})")
 UNREACHABLE_HINT = "check the OOB cabling and the device's OOB IP (oob_ip) in NetBox"
 
-BOOT_TARGETS = ("None", "Pxe", "Hdd", "Cd", "Usb", "BiosSetup", "UefiShell", "UefiHttp")
+# Redfish's BootSource enum (DSP8010); a BMC may offer fewer (BootSourceOverrideTarget@...).
+BOOT_TARGETS = ("None", "Pxe", "Floppy", "Cd", "Usb", "Hdd", "BiosSetup", "Utilities", "Diags",
+                "UefiShell", "UefiTarget", "SDCard", "UefiHttp", "RemoteDrive", "UefiBootNext",
+                "Recovery")
 BOOT_ENABLED = ("Disabled", "Once", "Continuous")
 BOOT_MODES = ("UEFI", "Legacy")
 
@@ -262,7 +265,7 @@ class RedfishClient:
     def _request(self, method: str, path: str, operation: str,
                  body: Mapping[str, Any] | None = None) -> requests.Response:
         started = time.monotonic()
-        problem = ""
+        problem, answered = "", False  # answered: the BMC spoke, with a 5xx
         for attempt in range(self.attempts):
             wait = backoff(attempt, self.backoff_base, self.backoff_cap)
             try:
@@ -274,13 +277,14 @@ class RedfishClient:
                 raise self._fail(operation, "presented a certificate that does not verify",
                                  f"give racklift the BMC's CA ({VAR_CA_BUNDLE} or "
                                  f"{ENV_CA_BUNDLE})") from None
-            except (requests.ConnectionError, requests.Timeout) as exc:
-                problem = ("did not answer in time" if isinstance(exc, requests.Timeout)
-                           else "refused or dropped the connection")
+            except requests.Timeout:
+                problem, answered = "did not answer in time", False
+            except requests.ConnectionError:
+                problem, answered = "refused or dropped the connection", False
             else:
                 if response.status_code not in RETRY_STATUS:
                     return self._checked(response, operation)
-                problem = f"answered HTTP {response.status_code}"
+                problem, answered = f"answered HTTP {response.status_code}", True
                 hinted = retry_after(response.headers.get("Retry-After"))
                 if response.status_code == 503 and hinted is not None:
                     wait = min(hinted, self.backoff_cap)
@@ -289,7 +293,7 @@ class RedfishClient:
                          self.endpoint.url, problem, operation, wait)
                 self._sleep(wait)
         seconds = time.monotonic() - started
-        if problem.startswith("answered HTTP"):
+        if answered:
             raise self._fail(operation, f"{problem} {self.attempts} times in {seconds:.0f} s",
                              "the BMC is busy or failing: retry later, or reset the BMC")
         raise self._fail(operation, f"is unreachable ({problem}, {self.attempts} attempts in "
@@ -368,6 +372,10 @@ class RedfishClient:
             if value not in allowed:
                 raise BmcError(f"{self.endpoint.host}: boot override {name} {value!r} is not "
                                f"one of {', '.join(map(str, allowed))}")
+        offered = self.boot_override().allowed_targets
+        if offered and target not in offered:
+            raise self._fail(operation, f"does not offer boot target {target}",
+                             f"use one it offers: {', '.join(offered)}")
         body: dict[str, Any] = {"BootSourceOverrideTarget": target,
                                 "BootSourceOverrideEnabled": enabled}
         if mode:

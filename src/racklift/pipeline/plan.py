@@ -21,6 +21,7 @@ class Options:
     reimage: bool = False  # provision: image again even where imaging finished
     force: bool = False  # reimage: also hosts that are `active` (in the pool)
     reason: str = ""  # reimage: why, for the journal and the scheduler
+    drain_timeout: float = 3600.0  # reimage: how long running jobs may take to finish
 
 
 @dataclass(frozen=True)

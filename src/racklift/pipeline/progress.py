@@ -31,6 +31,7 @@ class Progress:
         self.started = clock()
         self.hosts: dict[str, HostProgress] = {}
         self._last_beat = self.started
+        self._failed: set[tuple[str, str]] = set()
 
     def _line(self, text: str) -> None:
         self.emit(f"[{self.clock() - self.started:6.1f}s] {text}")
@@ -47,7 +48,9 @@ class Progress:
             self._line(f"{stage}: {', '.join(hosts)}")
 
     def failed(self, host: str, stage: str, why: str) -> None:
-        self._line(f"{host}: {stage} FAILED: {why}")  # shown even when quiet
+        if (host, stage) not in self._failed:  # the first reason; the report has them all
+            self._failed.add((host, stage))
+            self._line(f"{host}: {stage} FAILED: {why}")  # shown even when quiet
 
     def event(self, event: HostEvent) -> None:
         state = self.hosts.setdefault(event.host, HostProgress())

@@ -11,7 +11,7 @@ from typing import Any
 from rich.table import Table
 
 from racklift import __version__
-from racklift.pipeline.run import JOINED, PLANNED, SKIPPED, HostRun, PipelineRun
+from racklift.pipeline.model import JOINED, PLANNED, SKIPPED, HostRun, PipelineRun
 
 STYLE = {JOINED: "green", SKIPPED: "dim", PLANNED: "cyan"}
 

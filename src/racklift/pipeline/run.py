@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,69 +19,38 @@ from racklift.netbox.bootstrap import bootstrap
 from racklift.netbox.client import NetBox
 from racklift.netbox.model import ExpectedHost
 from racklift.netbox.reader import Selection, read_hosts
-from racklift.pipeline import lock
+from racklift.pipeline import lock, report
+from racklift.pipeline.model import (
+    FAILED,
+    INTERRUPTED,
+    JOINED,
+    LOCKED,
+    PLANNED,
+    PREFLIGHT,
+    SKIPPED,
+    HostRun,
+    PipelineRun,
+)
 from racklift.pipeline.plan import (
     COMPLETED,
     CONFIGURE,
     IMAGE,
     REIMAGE,
     VERIFY,
-    HostPlan,
     Options,
     plan_host,
 )
 from racklift.pipeline.progress import Progress
+from racklift.pipeline.scheduler import is_drained
 from racklift.pipeline.state import KEEP, Transition, apply, read_stages
 from racklift.verify.run import gate, new_run_dir
-from racklift.verify.verdict import HostVerdict
 
 if TYPE_CHECKING:
     from racklift.pipeline.scheduler import Scheduler
 
-# Results a host ends a run with.
-JOINED, FAILED, SKIPPED, LOCKED, PREFLIGHT, PLANNED, INTERRUPTED = (
-    "joined", "failed", "skipped", "locked", "preflight failed", "would run", "interrupted")
+DRAIN_POLL = 5.0  # seconds between scheduler state reads while hosts drain
 # image(netbox, hosts, run_dir, progress) → host name → error (None: imaged)
 ImageStage = Callable[[NetBox, list[ExpectedHost], Path, Progress], Mapping[str, str | None]]
-
-
-@dataclass
-class HostRun:
-    host: ExpectedHost
-    plan: HostPlan
-    completed: str | None  # racklift_stage when the run started
-    result: str = ""
-    reached: str = "select"  # the last stage the host entered
-    error: str | None = None
-    verdict: HostVerdict | None = None
-    warnings: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-
-    @property
-    def name(self) -> str:
-        return self.host.name
-
-    def fail(self, stage: str, why: str) -> None:
-        self.result, self.reached, self.error = FAILED, stage, why
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"host": self.name, "netbox_id": self.host.netbox_id, "rack": self.host.rack,
-                "status_before": self.host.status, "completed_before": self.completed,
-                "stages": list(self.plan.stages), "skip": self.plan.skip,
-                "result": self.result, "stage_reached": self.reached, "error": self.error,
-                "warnings": self.warnings, "seconds": round(self.seconds, 1),
-                "verdict": self.verdict.to_dict() if self.verdict else None}
-
-
-@dataclass(frozen=True)
-class PipelineRun:
-    run_id: str
-    verb: str
-    hosts: list[HostRun]
-    run_dir: Path
-    seconds: float
-    check: bool = False
-    errors: tuple[str, ...] = ()  # run-level trouble (e.g. locks that could not be released)
 
 
 def _header(options: Options, run_id: str) -> str:
@@ -148,12 +117,32 @@ class _Batch:
         if self.scheduler is not None and live:
             self.progress.stage([h.name for h in live], "drain")
             result = self.scheduler.drain([h.name for h in live], reason)
+            for h in live:
+                if h.name in result.unknown:  # not in the scheduler: it runs no jobs
+                    h.warnings.append(f"{self.scheduler.name}: {result.errors[h.name]}")
             self.fail({n: f"{self.scheduler.name} drain: {why}"
-                       for n, why in result.errors.items()}, "drain")
+                       for n, why in result.errors.items() if n not in result.unknown}, "drain")
+            self.wait_drained([h for h in live if not h.result and h.name in result.ok])
         apply(self.netbox, [Transition(h.host.netbox_id, f"{_header(self.options, self.run_id)}:"
                                        f" out of service for re-imaging ({reason})",
                                        kind="warning", status="offline", stage=None)
                             for h in live if not h.result])
+
+    def wait_drained(self, hosts: list[HostRun]) -> None:
+        """Jobs still running on a draining host finish first; re-imaging waits for them."""
+        assert self.scheduler is not None
+        deadline = time.monotonic() + self.options.drain_timeout
+        waiting = {h.name for h in hosts}
+        while waiting:
+            states = self.scheduler.state(sorted(waiting))
+            waiting = {n for n in waiting if not is_drained(states.get(n, ""))}
+            if not waiting or time.monotonic() > deadline:
+                break
+            self.progress.beat()
+            time.sleep(DRAIN_POLL)
+        self.fail({n: f"{self.scheduler.name}: jobs still running after "
+                      f"{self.options.drain_timeout:.0f} s of draining; re-run when they ended"
+                   for n in waiting}, "drain")
 
     def run_image(self) -> None:
         live = self.live(IMAGE)
@@ -244,8 +233,8 @@ def run(netbox: NetBox, selection: Selection, options: Options, *, check: bool =
     if check:
         for h in todo:
             h.result = PLANNED
-        return PipelineRun(run_id, options.verb, runs, run_dir, time.monotonic() - started,
-                           check=True)
+        return _reported(PipelineRun(run_id, options.verb, runs, run_dir,
+                                     time.monotonic() - started, check=True), selection)
     held_by_others = lock.acquire(netbox, [h.host.netbox_id for h in todo], run_id,
                                   options.verb, owner)
     for h in todo:
@@ -271,8 +260,14 @@ def run(netbox: NetBox, selection: Selection, options: Options, *, check: bool =
             errors.append(f"the locks of run {run_id} could not be released ({exc}); once "
                           f"NetBox answers: racklift unlock --host "
                           f"{','.join(h.name for h in mine)}")
-    return PipelineRun(run_id, options.verb, runs, run_dir, time.monotonic() - started,
-                       errors=tuple(errors))
+    return _reported(PipelineRun(run_id, options.verb, runs, run_dir,
+                                 time.monotonic() - started, errors=tuple(errors)), selection)
+
+
+def _reported(result: PipelineRun, selection: Selection) -> PipelineRun:
+    """The run's report.json, next to its Ansible artifacts and support bundles."""
+    report.write(result, selection.describe())
+    return result
 
 
 def _batches(netbox: NetBox, mine: list[HostRun], options: Options, run_id: str,

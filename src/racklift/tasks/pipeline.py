@@ -15,9 +15,10 @@ from racklift.errors import RackliftError
 from racklift.netbox.reader import read_hosts
 from racklift.pipeline import lock
 from racklift.pipeline import report as reports
+from racklift.pipeline.model import PipelineRun
 from racklift.pipeline.plan import PROVISION, REIMAGE, Options
 from racklift.pipeline.progress import NORMAL, QUIET, VERBOSE, Progress
-from racklift.pipeline.run import PipelineRun, run
+from racklift.pipeline.run import run
 from racklift.pipeline.scheduler import scheduler_from_env
 from racklift.tasks.common import SELECTION_HELP, connect, operator_errors, selection
 
@@ -59,12 +60,12 @@ def _execute(chosen, options: Options, *, check: bool, json: bool, quiet: bool,
     with operator_errors(), _terminated_as_interrupt():
         result: PipelineRun = run(connect(), chosen, options, check=check, progress=progress,
                                   scheduler=scheduler_from_env(), extravars=extravars)
-        path = reports.write(result, chosen.describe())
     console.print(reports.table(result, f"{options.verb}: {chosen.describe()}"
                                         f"{' (check: nothing changed)' if check else ''}"))
     counts = ", ".join(f"{n} {k}" for k, n in reports.summary(result).items() if k != "hosts")
     console.print(f"{counts or 'no hosts'} in {result.seconds:.1f} s; run {result.run_id}; "
-                  f"report {path}; Ansible artifacts {result.run_dir / 'ansible'}")
+                  f"report {result.run_dir / 'report.json'}; "
+                  f"Ansible artifacts {result.run_dir / 'ansible'}")
     for error in result.errors:
         console.print(f"[red]error: {error}[/]")
     if json:

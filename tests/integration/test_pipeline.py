@@ -1,0 +1,267 @@
+"""provision and reimage on the lab: real containers, real Ansible through ansible-runner, the
+real test NetBox, a real Slurm. Faults: a GPU off the bus, SSH dropping mid-configure, a
+malformed NetBox record, a second run on the same hosts, a killed run, NetBox going away
+mid-run, NetBox unreachable at start. Each ends as a clear per-host error, the other hosts
+finish, no host is active without a passing verify, and a re-run converges. Planted secrets
+never reach the run directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import BIN, REPO
+from helpers import TEST_NET as NET
+from racklift.lab import hardware, netbox_server, podman
+from racklift.lab import rack as lab_rack
+from racklift.lab.slurm import SlurmLab
+from racklift.lab.slurm import down as slurm_down
+from racklift.lab.slurm import up as slurm_up
+from racklift.netbox.client import NetBox
+from racklift.netbox.reader import Selection, read_hosts
+from racklift.pipeline import lock
+from racklift.pipeline import report as reports
+from racklift.pipeline.model import FAILED, INTERRUPTED, JOINED, LOCKED, PREFLIGHT, SKIPPED
+from racklift.pipeline.plan import REIMAGE, Options
+from racklift.pipeline.progress import QUIET, Progress
+from racklift.pipeline.run import run
+
+RACK = "P01"
+SELECT = Selection(racks=(RACK,), roles=("gpu-server",))
+PLANTED_BMC_PASSWORD = "planted-bmc-password-5e1f"
+# Tests after the first one configure with no roles: the roles have their own Molecule
+# scenarios; these tests are about the pipeline around them.
+LIGHT = {"racklift_roles": []}
+
+
+class Hooked(Progress):
+    """Progress that runs `hooks[stage]` once, when a stage starts."""
+
+    def __init__(self, hooks=None):
+        super().__init__(lambda line: print(line, flush=True), QUIET)
+        self.hooks = dict(hooks or {})
+
+    def stage(self, hosts, stage):
+        super().stage(hosts, stage)
+        if stage in self.hooks:
+            self.hooks.pop(stage)()
+
+
+@pytest.fixture(scope="module")
+def netbox(instance, settings) -> NetBox:
+    netbox_server.reset(instance)
+    return NetBox.connect(settings)
+
+
+@pytest.fixture(scope="module")
+def lab(netbox, tmp_path_factory):
+    runs = tmp_path_factory.mktemp("runs")
+    os.environ["RACKLIFT_RUNS"] = str(runs)
+    os.environ["RACKLIFT_BMC_PASSWORD"] = PLANTED_BMC_PASSWORD
+    lab_rack.down(netbox, NET)
+    result = lab_rack.up(netbox, 4, RACK, net=NET)
+    lab_rack.replan(netbox, [h.name for h in result.hosts])
+    yield result
+    lab_rack.down(netbox, NET)
+    os.environ.pop("RACKLIFT_RUNS")
+    os.environ.pop("RACKLIFT_BMC_PASSWORD")
+
+
+def names(lab):
+    return [h.name for h in lab.hosts]
+
+
+def statuses(netbox):
+    return {h.name: h.status for h in read_hosts(netbox, SELECT)}
+
+
+def journal(netbox, host):
+    entries = netbox.get_all("extras/journal-entries", {"assigned_object_type": "dcim.device"})
+    return [e["comments"] for e in sorted(entries, key=lambda e: e["id"])
+            if e["assigned_object"]["name"] == host]
+
+
+def macs(netbox, hosts):
+    return {h.name: {i.name: i.mac for i in h.interfaces if i.mac}
+            for h in read_hosts(netbox, Selection(names=tuple(hosts)))}
+
+
+def by_host(result):
+    return {h.name: h for h in result.hosts}
+
+
+def device_id(netbox, name):
+    return netbox.get_all("dcim/devices", {"name": name}, fields=("id",))[0]["id"]
+
+
+def test_provision_admits_healthy_hosts_and_reports_each_fault(netbox, settings, lab):
+    healthy, flaky, dropped, malformed = names(lab)
+    hardware.inject({flaky: ["xid-79"]}, macs(netbox, [flaky]), settings, NET)
+    serial = lab.hosts[3].serial
+    netbox.update("dcim/devices", [{"id": device_id(netbox, malformed), "serial": ""}])
+    second = {}
+
+    def second_run():  # another operator, on the same rack, while the first one configures
+        second["result"] = run(netbox, SELECT, Options(image=False), progress=Hooked(),
+                               owner=lock.Owner("bob", "ctl02", 77), extravars=LIGHT)
+
+    def drop_ssh():  # the SSH daemon stops and every session on one host dies mid-configure
+        time.sleep(3)
+        podman.podman("exec", dropped, "sh", "-c", "systemctl stop ssh.service ssh.socket; "
+                      "pkill -9 sshd || true")
+
+    hooks = Hooked({"configure": lambda: (threading.Thread(target=drop_ssh).start(),
+                                          second_run())})
+    result = run(netbox, SELECT, Options(image=False), progress=hooks)
+    got = by_host(result)
+
+    assert got[healthy].result == JOINED and got[healthy].reached == "verify"
+    assert got[flaky].result == FAILED and got[flaky].reached == "verify"
+    assert "XID 79" in got[flaky].error
+    assert got[dropped].result == FAILED and got[dropped].reached == "configure"
+    assert "unreachable" in got[dropped].error or "connection" in got[dropped].error.lower()
+    assert got[malformed].result == PREFLIGHT
+    assert got[malformed].error.startswith("serial: no serial number")
+    assert statuses(netbox) == {healthy: "active", flaky: "failed", dropped: "failed",
+                                malformed: "planned"}
+    # The second operator got nothing, and was told who holds each host.
+    refused = by_host(second["result"])
+    assert {n: h.result for n, h in refused.items()} == {
+        healthy: LOCKED, flaky: LOCKED, dropped: LOCKED, malformed: PREFLIGHT}
+    holder = os.environ.get("USER", "root")
+    assert f"provision run {result.run_id}" in refused[healthy].error
+    assert "locked by " in refused[healthy].error and holder in refused[healthy].error
+    # Every transition is in the journal; the failure lists the reason.
+    assert [line.split("\n")[0] for line in journal(netbox, healthy)
+            if line.startswith(("racklift provision", "racklift verify"))] == [
+        f"racklift provision (run {result.run_id}): started; stages configure, verify",
+        f"racklift provision (run {result.run_id}): configured",
+        "racklift verify: passed: the host matches NetBox and is healthy."]
+    assert any("XID 79" in e for e in journal(netbox, flaky))
+    assert any(e.startswith(f"racklift provision (run {result.run_id}): configure failed")
+               for e in journal(netbox, dropped))
+    assert not lock.current(netbox, [device_id(netbox, n) for n in names(lab)])
+    # The report and the artifacts are in the run directory; no secret is.
+    data = json.loads((result.run_dir / "report.json").read_text())
+    assert reports.to_json(result, SELECT.describe())["summary"] == data["summary"] == {
+        "hosts": 4, "failed": 2, "joined": 1, "preflight failed": 1}
+    artifacts = result.run_dir / "ansible" / "artifacts"
+    assert (artifacts / f"configure-{RACK}" / "job_events").is_dir()
+    assert_no_secrets(result.run_dir.parent, settings.token)
+
+    # Heal, and a re-run takes the failed hosts again and converges.
+    hardware.heal([flaky], macs(netbox, [flaky]), settings, NET)
+    podman.podman("exec", dropped, "systemctl", "start", "ssh.service")
+    netbox.update("dcim/devices", [{"id": device_id(netbox, malformed), "serial": serial}])
+    rerun = by_host(run(netbox, SELECT, Options(image=False, retry_failed=True),
+                        progress=Hooked(), extravars=LIGHT))
+    assert rerun[healthy].result == SKIPPED
+    assert {n: h.result for n, h in rerun.items() if n != healthy} == {
+        flaky: JOINED, dropped: JOINED, malformed: JOINED}
+    assert set(statuses(netbox).values()) == {"active"}
+
+
+def assert_no_secrets(root: Path, token: str):
+    for path in root.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert token.encode() not in data, path
+            assert PLANTED_BMC_PASSWORD.encode() not in data, path
+
+
+def test_reimage_drains_rebuilds_and_resumes(netbox, lab):
+    host = names(lab)[1]
+    refused = run(netbox, Selection(names=(host,)), Options(REIMAGE, image=False,
+                                                            reason="GPU swap"),
+                  progress=Hooked(), extravars=LIGHT)
+    assert refused.hosts[0].result == SKIPPED and "--force" in refused.hosts[0].plan.skip
+    slurm = SlurmLab("pipeline", (host,))
+    slurm_up(slurm)
+    seen = {}
+    try:
+        hook = slurm.hook()
+        result = run(netbox, Selection(names=(host,)),
+                     Options(REIMAGE, image=False, force=True, reason="GPU swap in slot 3"),
+                     progress=Hooked({"configure": lambda: seen.update(
+                         netbox=statuses(netbox)[host], slurm=hook.state([host])[host])}),
+                     scheduler=hook, extravars=LIGHT)
+        after = hook.state([host])[host]
+    finally:
+        slurm_down(slurm)
+    assert result.hosts[0].result == JOINED, result.hosts[0].error
+    assert seen["netbox"] == "staged" and "DRAIN" in seen["slurm"]
+    assert "DRAIN" not in after
+    assert statuses(netbox)[host] == "active"
+    assert any("out of service for re-imaging (racklift reimage: GPU swap in slot 3)" in e
+               for e in journal(netbox, host))
+
+
+def test_a_killed_run_leaves_its_lock_and_unlock_breaks_it(netbox, settings, lab):
+    host = names(lab)[0]
+    lab_rack.replan(netbox, [host])
+    code = ("import sys; from racklift.netbox.client import NetBox, NetBoxSettings; "
+            "from racklift.netbox.reader import Selection; "
+            "from racklift.pipeline.plan import Options; "
+            "from racklift.pipeline.progress import Progress; "
+            "from racklift.pipeline.run import run; "
+            f"run(NetBox.connect(NetBoxSettings({settings.url!r}, sys.stdin.read())), "
+            f"Selection(names=({host!r},)), Options(image=False), "
+            "progress=Progress(print), extravars={'racklift_roles': ['base_os']})")
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": str(REPO / "tests")})
+    child.stdin.write(settings.token)
+    child.stdin.close()
+    deadline = time.monotonic() + 120
+    while statuses(netbox)[host] != "staged" and time.monotonic() < deadline:
+        time.sleep(0.5)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    assert statuses(netbox)[host] == "staged"  # never active without a verify
+
+    refused = run(netbox, Selection(names=(host,)), Options(image=False), progress=Hooked(),
+                  extravars=LIGHT)
+    assert refused.hosts[0].result == LOCKED
+    assert refused.hosts[0].error.endswith("its process is gone: the lock is stale")
+    out = subprocess.run([BIN / "invoke", "unlock", "--host", host], cwd=REPO, text=True,
+                         capture_output=True, env={**os.environ, "NETBOX_URL": settings.url,
+                                                   "NETBOX_TOKEN": settings.token})
+    assert out.returncode == 0 and f"{host}: broke the lock of" in out.stderr
+    resumed = run(netbox, Selection(names=(host,)), Options(image=False), progress=Hooked(),
+                  extravars=LIGHT)
+    assert resumed.hosts[0].result == JOINED
+    assert statuses(netbox)[host] == "active"
+
+
+def test_netbox_going_away_mid_run_leaves_hosts_staged(netbox, instance, lab):
+    host = names(lab)[2]
+    lab_rack.replan(netbox, [host])
+    result = run(netbox, Selection(names=(host,)), Options(image=False),
+                 progress=Hooked({"configure": lambda: netbox_server.down(instance)}),
+                 extravars=LIGHT)
+    netbox_server.up(instance)
+    assert result.hosts[0].result == INTERRUPTED
+    assert "NetBox" in result.hosts[0].error or "netbox" in result.hosts[0].error
+    assert any(e.startswith("the locks of run") for e in result.errors)
+    assert statuses(netbox)[host] == "staged"
+    lock.break_locks(netbox, [device_id(netbox, host)], "test: NetBox was down")
+    again = run(netbox, Selection(names=(host,)), Options(image=False), progress=Hooked(),
+                extravars=LIGHT)
+    assert again.hosts[0].result == JOINED
+
+
+def test_netbox_unreachable_at_start_is_one_clear_error(lab):
+    out = subprocess.run([BIN / "invoke", "provision", "--rack", RACK, "--no-image"],
+                         cwd=REPO, text=True, capture_output=True,
+                         env={**os.environ, "NETBOX_URL": "http://127.0.0.1:9",
+                              "NETBOX_TOKEN": "x" * 40})
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines()[-1].startswith("error: ")
+    assert "127.0.0.1:9" in out.stderr and "Traceback" not in out.stderr

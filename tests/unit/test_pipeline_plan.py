@@ -19,6 +19,8 @@ ALL = ("image", "configure", "verify")
     ("offline", "configured", Options(REIMAGE), ALL),
     ("active", "configured", Options(REIMAGE, force=True), ALL),
     ("failed", None, Options(REIMAGE, image=False), ("configure", "verify")),
+    ("planned", None, Options(until="image"), ("image",)),
+    ("staged", "imaged", Options(until="configure"), ("configure",)),
 ])
 def test_stages(status, completed, options, stages):
     plan = plan_host(status, completed, options)
@@ -38,3 +40,9 @@ def test_skips(status, options, says):
     plan = plan_host(status, None, options)
     assert plan.stages == ()
     assert says in plan.skip
+
+
+def test_until_a_stage_the_host_is_past_skips_it():
+    assert plan_host("staged", "configured", Options(until="configure")).skip == \
+        "already past configure"
+

@@ -10,9 +10,11 @@ from racklift.netbox.model import ExpectedHost
 from racklift.pipeline.plan import HostPlan
 from racklift.verify.verdict import HostVerdict
 
-# Results a host ends a run with.
-JOINED, FAILED, SKIPPED, LOCKED, PREFLIGHT, PLANNED, INTERRUPTED = (
-    "joined", "failed", "skipped", "locked", "preflight failed", "would run", "interrupted")
+# Results a host ends a run with. STAGED: it went through the stages asked for (--until) and
+# waits, staged, for the rest.
+JOINED, FAILED, SKIPPED, LOCKED, PREFLIGHT, PLANNED, INTERRUPTED, STAGED = (
+    "joined", "failed", "skipped", "locked", "preflight failed", "would run", "interrupted",
+    "staged")
 
 
 @dataclass

@@ -22,6 +22,7 @@ class Options:
     force: bool = False  # reimage: also hosts that are `active` (in the pool)
     reason: str = ""  # reimage: why, for the journal and the scheduler
     drain_timeout: float = 3600.0  # reimage: how long running jobs may take to finish
+    until: str | None = None  # stop after this stage (e.g. image a rack now, configure later)
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,16 @@ def _remaining(completed: str | None, image: bool, from_scratch: bool) -> tuple[
 
 
 def plan_host(status: str, completed: str | None, options: Options) -> HostPlan:
+    plan = _plan(status, completed, options)
+    if options.until and plan.stages:
+        cut = STAGES[:STAGES.index(options.until) + 1]
+        plan = HostPlan(tuple(s for s in plan.stages if s in cut))
+        if not plan.stages:
+            return HostPlan(skip=f"already past {options.until}")
+    return plan
+
+
+def _plan(status: str, completed: str | None, options: Options) -> HostPlan:
     if options.verb == REIMAGE:
         if status == "active" and not options.force:
             return HostPlan(skip="active (in the pool): pass --force to re-image it; it is "

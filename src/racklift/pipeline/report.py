@@ -11,9 +11,9 @@ from typing import Any
 from rich.table import Table
 
 from racklift import __version__
-from racklift.pipeline.model import JOINED, PLANNED, SKIPPED, HostRun, PipelineRun
+from racklift.pipeline.model import JOINED, PLANNED, SKIPPED, STAGED, HostRun, PipelineRun
 
-STYLE = {JOINED: "green", SKIPPED: "dim", PLANNED: "cyan"}
+STYLE = {JOINED: "green", SKIPPED: "dim", PLANNED: "cyan", STAGED: "cyan"}
 
 
 def summary(run: PipelineRun) -> dict[str, int]:
@@ -23,7 +23,8 @@ def summary(run: PipelineRun) -> dict[str, int]:
 
 def ok(run: PipelineRun) -> bool:
     """Every host that was worked on joined (skipped hosts are not failures)."""
-    return not run.errors and all(h.result in (JOINED, SKIPPED, PLANNED) for h in run.hosts)
+    return not run.errors and all(h.result in (JOINED, SKIPPED, PLANNED, STAGED)
+                                  for h in run.hosts)
 
 
 def _first_problem(h: HostRun) -> str:

@@ -28,6 +28,7 @@ from racklift.pipeline.model import (
     PLANNED,
     PREFLIGHT,
     SKIPPED,
+    STAGED,
     HostRun,
     PipelineRun,
 )
@@ -284,5 +285,8 @@ def _batches(netbox: NetBox, mine: list[HostRun], options: Options, run_id: str,
         batch.run_configure()
         batch.run_verify()
         batch.join()
+        for h in batch.runs:
+            if not h.result:  # went through every stage asked for (--until)
+                h.result = STAGED
         for h in batch.runs:
             h.seconds = time.monotonic() - batch_started

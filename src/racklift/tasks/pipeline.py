@@ -16,7 +16,7 @@ from racklift.netbox.reader import read_hosts
 from racklift.pipeline import lock
 from racklift.pipeline import report as reports
 from racklift.pipeline.model import PipelineRun
-from racklift.pipeline.plan import PROVISION, REIMAGE, Options
+from racklift.pipeline.plan import PROVISION, REIMAGE, STAGES, Options
 from racklift.pipeline.progress import NORMAL, QUIET, VERBOSE, Progress
 from racklift.pipeline.run import run
 from racklift.pipeline.scheduler import scheduler_from_env
@@ -31,6 +31,7 @@ RUN_HELP = {
     "verbose": "every task on every host",
     "max_fail": "percentage of a rack's hosts whose failure stops that rack's batch (default 50)",
     "batch_size": "hosts of a rack configured at once (Ansible serial; default: the whole rack)",
+    "until": "stop after this stage (image, configure); hosts stay staged, a re-run resumes",
 }
 
 
@@ -44,6 +45,12 @@ def _terminated_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _stage(name: str | None) -> str | None:
+    if name is not None and name not in STAGES:
+        raise Exit(f"error: --until takes one of {', '.join(STAGES)}, not {name!r}", code=2)
+    return name
 
 
 def _level(quiet: bool, verbose: bool) -> int:
@@ -79,7 +86,7 @@ def _execute(chosen, options: Options, *, check: bool, json: bool, quiet: bool,
             "reimage": "image again even hosts that finished imaging in an earlier run"})
 def provision(c, site=None, rack=None, role="gpu-server", host=None, check=False,
               no_image=False, retry_failed=False, reimage=False, json=False, quiet=False,
-              verbose=False, max_fail=50, batch_size=None):
+              verbose=False, max_fail=50, batch_size=None, until=None):
     """Take planned hosts to the pool: preflight, image, configure, verify + health, join.
 
     Racks are batches; one host's failure never stops the others. NetBox moves each host
@@ -88,7 +95,7 @@ def provision(c, site=None, rack=None, role="gpu-server", host=None, check=False
     that are active are never touched. Exit 1 when any host did not join."""
     chosen = selection(site, rack, role, None, host)
     options = Options(PROVISION, image=not no_image, retry_failed=retry_failed,
-                      reimage=reimage)
+                      reimage=reimage, until=_stage(until))
     _execute(chosen, options, check=check, json=json, quiet=quiet, verbose=verbose,
              max_fail=max_fail, batch_size=batch_size)
 
@@ -97,13 +104,14 @@ def provision(c, site=None, rack=None, role="gpu-server", host=None, check=False
             "reason": "why (recorded in the NetBox journal and the scheduler's drain reason)",
             "force": "also re-image hosts that are active (in the pool)"})
 def reimage(c, host, reason, force=False, check=False, no_image=False, json=False,
-            quiet=False, verbose=False, max_fail=50, batch_size=None):
+            quiet=False, verbose=False, max_fail=50, batch_size=None, until=None):
     """Rebuild hosts: drain (scheduler hook), offline, image, configure, verify, rejoin.
 
     Refuses active hosts unless --force. Exit 1 when any host did not rejoin."""
     if not reason.strip():
         raise Exit("error: --reason must say why the host is re-imaged", code=2)
-    options = Options(REIMAGE, image=not no_image, force=force, reason=reason)
+    options = Options(REIMAGE, image=not no_image, force=force, reason=reason,
+                      until=_stage(until))
     _execute(selection(host=host), options, check=check, json=json, quiet=quiet,
              verbose=verbose, max_fail=max_fail, batch_size=batch_size)
 

@@ -8,7 +8,7 @@ from invoke import Collection, task
 from invoke.exceptions import Exit
 
 from racklift.console import console
-from racklift.tasks import lab, mirror, netbox
+from racklift.tasks import image, lab, mirror, netbox, vrack
 from racklift.tasks.netbox import bootstrap, expected, seed, up
 from racklift.tasks.pipeline import locks, provision, reimage, unlock
 from racklift.tasks.verify import bundle, facts_, parse, verify
@@ -39,3 +39,5 @@ namespace = Collection(demo, provision, reimage, verify, locks, unlock, parse, f
 namespace.add_collection(Collection.from_module(netbox), name="netbox")
 namespace.add_collection(Collection.from_module(lab), name="lab")
 namespace.add_collection(Collection.from_module(mirror), name="mirror")
+namespace.add_collection(Collection.from_module(vrack), name="vrack")
+namespace.add_collection(Collection.from_module(image), name="image")

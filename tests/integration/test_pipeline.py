@@ -157,15 +157,20 @@ def test_provision_admits_healthy_hosts_and_reports_each_fault(netbox, settings,
     assert (artifacts / f"configure-{RACK}" / "job_events").is_dir()
     assert_no_secrets(result.run_dir.parent, settings.token)
 
-    # Heal, and a re-run takes the failed hosts again and converges.
+    # Heal; re-image the refused host (no --force: it is not in the pool); a re-run takes
+    # the other failed hosts again; everything converges.
     hardware.heal([flaky], macs(netbox, [flaky]), settings, NET)
+    rebuilt = run(netbox, Selection(names=(flaky,)),
+                  Options(REIMAGE, image=False, reason="GPU reseated"), progress=Hooked(),
+                  extravars=LIGHT)
+    assert rebuilt.hosts[0].result == JOINED
+    assert any("racklift reimage: GPU reseated" in e for e in journal(netbox, flaky))
     podman.podman("exec", dropped, "systemctl", "start", "ssh.service")
     netbox.update("dcim/devices", [{"id": device_id(netbox, malformed), "serial": serial}])
     rerun = by_host(run(netbox, SELECT, Options(image=False, retry_failed=True),
                         progress=Hooked(), extravars=LIGHT))
-    assert rerun[healthy].result == SKIPPED
-    assert {n: h.result for n, h in rerun.items() if n != healthy} == {
-        flaky: JOINED, dropped: JOINED, malformed: JOINED}
+    assert {n: h.result for n, h in rerun.items()} == {
+        healthy: SKIPPED, flaky: SKIPPED, dropped: JOINED, malformed: JOINED}
     assert set(statuses(netbox).values()) == {"active"}
 
 

@@ -19,20 +19,24 @@ DEMO_FLAKY_HOST = "lab-l01-02"
 @task
 def demo(c):
     """The built-in lab end to end: NetBox with the demo rack R01 (8 GPU servers, their
-    expected state), then a lab rack L01 of 4 container hosts, one of them with a GPU that
-    fell off the bus (Xid 79), through the gate: 3 admitted, 1 refused."""
+    expected state), then a lab rack L01 of 4 planned container hosts, one of them with a GPU
+    that fell off the bus (Xid 79), provisioned with live progress: configured by the node
+    roles, verified against NetBox, 3 joined the pool, 1 refused. The containers run the OS
+    they were made with, so the image stage is skipped (--no-image)."""
     up(c)
     bootstrap(c)
     seed(c, racks=1)
     expected(c, rack="R01")
     lab.up(c, hosts=4, rack="L01")
-    lab.heal(c, host=DEMO_FLAKY_HOST)  # a re-run starts from a healthy rack
+    lab.replan(c, rack="L01")  # a re-run starts over
+    lab.heal(c, host=DEMO_FLAKY_HOST)
     lab.fault(c, host=DEMO_FLAKY_HOST, kind="xid-79")
     with suppress(Exit):  # the refused host is the point of the demo
-        verify(c, rack="L01")
+        provision(c, rack="L01", no_image=True)
     console.print(f"[bold]{DEMO_FLAKY_HOST} was refused, the others joined the pool.[/] "
-                  f"Heal it and verify again: racklift lab.heal --host {DEMO_FLAKY_HOST} "
-                  "&& racklift verify --rack L01")
+                  f"Heal it and re-image it: racklift lab.heal --host {DEMO_FLAKY_HOST} && "
+                  f"racklift reimage --host {DEMO_FLAKY_HOST} --reason 'GPU reseated' "
+                  "--no-image")
 
 
 namespace = Collection(demo, provision, reimage, verify, locks, unlock, parse, facts_, bundle)

@@ -57,6 +57,18 @@ def _macs(name: str) -> dict[str, str]:
     return {i.name: i.mac for i in host.interfaces if i.mac}
 
 
+@task(help={"rack": "lab rack name"})
+def replan(c, rack="L01"):
+    """Put the lab rack's hosts back to `planned` (journal entry each), so provision starts
+    over on them. Lab hosts only."""
+    with operator_errors():
+        found = hosts.containers()
+        names = [n for n, info in found.items()
+                 if info.get("Labels", {}).get("racklift.rack") == rack]
+        changed = lab_rack.replan(connect(), names) if names else 0
+    console.print(f"{changed} of {len(names)} lab hosts in {rack} back to planned")
+
+
 @task(help={"host": "lab host name",
             "kind": f"fault kind(s), comma-separated: {', '.join(sorted(hwemu.FAULTS))}"})
 def fault(c, host, kind):

@@ -48,6 +48,13 @@ def _seeded_snapshot(instance, settings, demo_plan) -> None:
     netbox_server.snapshot(instance, SEEDED)
 
 
+@pytest.fixture(scope="module")
+def netbox(instance, settings) -> NetBox:
+    """A freshly migrated NetBox shared by one test module's tests (a lab rack's module)."""
+    netbox_server.reset(instance)
+    return NetBox.connect(settings)
+
+
 @pytest.fixture
 def empty_netbox(instance, settings) -> NetBox:
     """A freshly migrated NetBox with nothing in it."""

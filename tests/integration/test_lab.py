@@ -11,9 +11,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from helpers import BIN, REPO, TEST_NET
-from racklift.lab import hardware, hosts, netbox_server, podman, seed
+from racklift.lab import hardware, hosts, podman, seed
 from racklift.lab import rack as lab_rack
-from racklift.netbox.client import NetBox
 from racklift.netbox.reader import Selection, read_hosts
 
 RACK = "T01"
@@ -38,12 +37,6 @@ def ansible(instance, *args):
            "ANSIBLE_INVENTORY_CACHE": "false", "PATH": f"{BIN}:{os.environ['PATH']}"}
     return subprocess.run([str(BIN / "ansible"), *args], capture_output=True, text=True,
                           env=env, cwd=REPO, timeout=300)
-
-
-@pytest.fixture(scope="module")
-def netbox(instance, settings) -> NetBox:
-    netbox_server.reset(instance)
-    return NetBox.connect(settings)
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,6 @@ from racklift.lab import rack as lab_rack
 from racklift.lab.slurm import SlurmLab
 from racklift.lab.slurm import down as slurm_down
 from racklift.lab.slurm import up as slurm_up
-from racklift.netbox.client import NetBox
 from racklift.netbox.reader import Selection, read_hosts
 from racklift.pipeline import lock
 from racklift.pipeline import report as reports
@@ -53,12 +52,6 @@ class Hooked(Progress):
         super().stage(hosts, stage)
         if stage in self.hooks:
             self.hooks.pop(stage)()
-
-
-@pytest.fixture(scope="module")
-def netbox(instance, settings) -> NetBox:
-    netbox_server.reset(instance)
-    return NetBox.connect(settings)
 
 
 @pytest.fixture(scope="module")

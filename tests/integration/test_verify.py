@@ -13,21 +13,14 @@ import pytest
 
 from helpers import BIN, FIXTURES, REPO
 from helpers import TEST_NET as NET
-from racklift.lab import hardware, hwemu, netbox_server, podman
+from racklift.lab import hardware, hwemu, podman
 from racklift.lab import rack as lab_rack
-from racklift.netbox.client import NetBox
 from racklift.netbox.reader import Selection, read_hosts
 from racklift.verify import report
 from racklift.verify.run import verify
 
 RACK = "V01"
 SELECT = Selection(racks=(RACK,))
-
-
-@pytest.fixture(scope="module")
-def netbox(instance, settings) -> NetBox:
-    netbox_server.reset(instance)
-    return NetBox.connect(settings)
 
 
 @pytest.fixture(scope="module")

@@ -16,9 +16,8 @@ import yaml
 
 from helpers import BIN, REPO
 from racklift.errors import LabError
-from racklift.lab import hosts, netbox_server, seed, vrack, vrack_uplink
+from racklift.lab import hosts, seed, vrack, vrack_uplink
 from racklift.netbox.bootstrap import TAG_LAB
-from racklift.netbox.client import NetBox
 from racklift.netbox.reader import Selection, read_hosts
 
 RACK = vrack.Vrack("rltest-prov", "rltest0", ipaddress.ip_network("10.91.0.0/24"),
@@ -97,12 +96,6 @@ def test_group_vars_proxy_command_is_the_labs():
 
 # ---------------------------------------------------------------------------------------------
 # The rack for real
-
-
-@pytest.fixture(scope="module")
-def netbox(instance, settings) -> NetBox:
-    netbox_server.reset(instance)
-    return NetBox.connect(settings)
 
 
 @pytest.fixture(scope="module")

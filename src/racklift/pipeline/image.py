@@ -1,0 +1,498 @@
+"""The image stage of the pipeline (DESIGN.md step 3): each host PXE-boots racklift's deploy
+ramdisk from its site's boot server, which streams the OS image onto its disk; the host comes
+back on SSH with a new boot id and the image's marker.
+
+`image_hosts` is the pipeline's ImageStage: host name → error (None: imaged). Per host, with
+a timeout per phase and one clear error each; one host's failure never stops the others:
+
+1. From NetBox: provisioning MAC and IP, BMC (OOB IP), the OS image (`os_image` in the
+   `racklift` config context; racklift builds `debian12`), the boot server: THE active device
+   with role `boot-server` in the host's site (none or several is an error naming the site).
+   From the inventory (playbooks/image_hostvars.yml): BMC port, CA and credentials (vault or
+   environment), the SSH key Ansible uses (its .pub is authorized on the deployed host, or the
+   host var `racklift_authorized_keys`), and the boot id of a host that already runs.
+2. A one-time token and deploy data per host (racklift.imaging.deploy_data); the boot_server
+   role on the boot server (playbooks/image_boot.yml) with only these hosts deploying, the
+   ramdisk and the image (copied when their checksum differs).
+3. Redfish: one-time network boot, then power on (or force restart when on).
+4. On the boot server (playbooks/image_wait.yml): the MAC's DHCP request (timeout: the MAC,
+   and MACs the boot server ignored), then the ramdisk's report (failure: its phase and reason).
+5. Redfish: boot from disk again, always (sushy-tools keeps "Once" forever and its VM reboots
+   into the network: then a power cycle makes the disk boot take effect). Hosts that failed
+   after power-on are powered off, so they do not loop through network boots.
+6. SSH (playbooks/image_check.yml, the inventory's connection, the lab's ProxyCommand): a new
+   boot id and the marker (name + build id); NetBox's custom field `racklift_image` records it.
+
+Secrets: tokens and the vars file with them, and the host vars file with the BMC credentials,
+live in a 0700 directory outside the run directory, deleted at the end; tokens never appear
+in errors or progress. The pipeline writes NetBox status and journal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from racklift.ansible import PlaybookResult, run_playbook
+from racklift.bmc.redfish import BmcError, client_for
+from racklift.errors import RackliftError
+from racklift.imaging import deploy_data, diskimage, ramdisk
+from racklift.netbox.client import NetBox
+from racklift.netbox.model import ExpectedHost
+from racklift.paths import REPO_ROOT
+from racklift.pipeline.plan import IMAGE
+from racklift.pipeline.progress import Progress
+
+BOOT_SERVER_ROLE = "boot-server"
+IMAGE_FIELD = "racklift_image"
+API_DATA = "/var/lib/racklift/boot"  # boot_server_api_data's default (roles/boot_server)
+WAIT_TASK = "Wait on the boot server"
+BOOT_ID_TASK = "Current boot id"
+CHECK_TASK = "Boot id and image marker"
+NETBOX_INVENTORY = REPO_ROOT / "inventory" / "netbox.racklift.yml"
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds per phase, each host against its own clock."""
+
+    dhcp: float = 180.0  # power-on → the boot server sees the MAC's DHCP request
+    deploy: float = 900.0  # DHCP request → the ramdisk's report (streaming the image)
+    ssh: float = 600.0  # report → SSH answers (reboot, first boot of the image)
+
+
+@dataclass(frozen=True)
+class ImagingOptions:
+    timeouts: Timeouts = Timeouts()
+    # Non-secret vars for the playbooks (the lab's tests name their namespace here).
+    extravars: Mapping[str, Any] = field(default_factory=dict)
+    # More Ansible inventory sources after NetBox's, e.g. host vars a site keeps elsewhere.
+    inventory: tuple[str, ...] = ()
+    # What to deploy; None: built (or found in the cache) from the image recipe. The tests
+    # pass a copy whose bytes were corrupted to see the ramdisk refuse it.
+    image: diskimage.DiskImage | None = None
+
+
+@dataclass(frozen=True)
+class Target:
+    """One host to image, with what its deploy needs."""
+
+    host: ExpectedHost
+    mac: str  # lowercase with colons
+    boot_server: str
+    hostvars: Mapping[str, Any] = field(default_factory=dict, repr=False)  # BMC credentials
+
+    @property
+    def name(self) -> str:
+        return self.host.name
+
+
+@dataclass(frozen=True)
+class BootServer:
+    name: str
+    address: str  # its primary IP, without prefix length
+    subnet: str  # the provisioning subnet (its primary IP's network)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure
+
+
+def boot_server_for(host: ExpectedHost, servers: list[Mapping[str, Any]]) -> BootServer:
+    """The boot server of the host's site: exactly one active device with role boot-server."""
+    here = [s for s in servers if (s.get("site") or {}).get("slug") == host.site]
+    if len(here) != 1:
+        found = "none" if not here else ", ".join(sorted(s["name"] for s in here))
+        raise RackliftError(f"{host.name}: site {host.site} needs exactly one active device "
+                            f"with role {BOOT_SERVER_ROLE} in NetBox (found {found}): racklift "
+                            "boots each host from its site's boot server")
+    server = here[0]
+    address = (server.get("primary_ip4") or {}).get("address")
+    if not address:
+        raise RackliftError(f"{host.name}: boot server {server['name']} has no primary IPv4 in "
+                            "NetBox: give it its provisioning address as primary IP")
+    interface = ipaddress.ip_interface(address)
+    return BootServer(server["name"], str(interface.ip), str(interface.network))
+
+
+def image_problem(host: ExpectedHost, image: diskimage.DiskImage) -> str | None:
+    wanted = host.config.get("os_image")
+    if wanted != image.name:
+        return (f"{host.name}: racklift.os_image is {wanted!r} but racklift deploys images it "
+                f"builds ({image.name!r}): set os_image to {image.name!r} in the host's "
+                "config context")
+    return None
+
+
+def authorized_keys(host: str, hostvars: Mapping[str, Any]) -> tuple[str, ...]:
+    """The keys the deployed host authorizes: racklift_authorized_keys, else the public half
+    of the SSH key Ansible connects with (so the inventory reaches the host it deployed)."""
+    keys = hostvars.get("racklift_authorized_keys")
+    if keys:
+        return tuple([keys] if isinstance(keys, str) else keys)
+    private = hostvars.get("ansible_ssh_private_key_file")
+    public = Path(f"{private}.pub") if private else None
+    if public is None or not public.is_file():
+        raise RackliftError(f"{host}: no SSH public key to authorize on the deployed host: "
+                            "set racklift_authorized_keys, or ansible_ssh_private_key_file "
+                            f"with its .pub next to it (looked for {public})")
+    return (public.read_text().strip(),)
+
+
+def boot_vars(server: BootServer, hosts: list[Mapping[str, Any]], image: diskimage.DiskImage,
+              disk: ramdisk.Ramdisk) -> dict[str, Any]:
+    """The boot_server role's vars for one imaging run: these hosts deploy, nothing else."""
+    return {
+        "boot_server_listen_address": server.address,
+        "boot_server_dhcp_subnet": server.subnet,
+        "boot_server_ramdisk_build_id": disk.build_id,
+        "boot_server_hosts": hosts,
+        "boot_server_files": [
+            {"src": str(disk.kernel), "dest": f"{disk.url_path}/vmlinuz"},
+            {"src": str(disk.initrd), "dest": f"{disk.url_path}/initrd.img"},
+            {"src": str(image.path), "dest": image.url_path},
+            {"src": str(image.path) + ".sha256", "dest": image.url_path + ".sha256"},
+        ],
+    }
+
+
+def dhcp_error(target: Target, seconds: float, ignored: list[str]) -> str:
+    others = [m for m in ignored if m != target.mac]
+    seen = (f"; it ignored DHCP requests from MACs it does not know: {', '.join(others)}"
+            if others else "")
+    return (f"no DHCP request from {target.mac} (the provisioning MAC in NetBox) reached boot "
+            f"server {target.boot_server} within {seconds:.0f} s of power-on{seen}: check that "
+            "the NIC's MAC matches NetBox, that it is cabled to the provisioning network and "
+            "that the firmware network-boots from it")
+
+
+def report_error(target: Target, report: Mapping[str, Any] | None, seconds: float) -> str | None:
+    if report is None:
+        return (f"no deploy report within {seconds:.0f} s of the DHCP request: see the host's "
+                "console (the deploy ramdisk logs there) and the boot server's "
+                "racklift-deploy-api journal")
+    if report.get("result") != "success":
+        return (f"the deploy ramdisk reported failure in phase {report.get('phase') or '?'}: "
+                f"{report.get('reason') or 'no reason given'}")
+    return None
+
+
+def ramdisk_boot_id(report: Mapping[str, Any]) -> str | None:
+    """The ramdisk's boot id, from its success report ('... ramdisk boot id <uuid>')."""
+    reason = str(report.get("reason", ""))
+    return reason.rsplit("ramdisk boot id ", 1)[1].split()[0] if "boot id " in reason else None
+
+
+def parse_check(stdout: str) -> tuple[str, dict[str, Any]]:
+    """(boot id, marker) from `cat boot_id /etc/racklift/image.json`."""
+    boot_id, _, marker = stdout.strip().partition("\n")
+    return boot_id.strip(), json.loads(marker)
+
+
+def check_error(image: diskimage.DiskImage, boot_id: str, marker: Mapping[str, Any],
+                old_boot_ids: set[str]) -> str | None:
+    if boot_id in old_boot_ids:
+        return (f"SSH answered with boot id {boot_id}, the one from before the deploy: the "
+                "host did not reboot into the new image (check its boot order)")
+    want = {"name": image.name, "build_id": image.build_id}
+    got = {k: marker.get(k) for k in want}
+    if got != want:
+        return (f"the image marker /etc/racklift/image.json says {got}, not {want}: the host "
+                "booted another disk or image")
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# I/O
+
+
+@contextmanager
+def _secrets_dir() -> Iterator[Path]:
+    """0700, outside the run directory (runner artifacts are kept), removed at the end."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    path = Path(tempfile.mkdtemp(prefix="racklift-image-",
+                                 dir=runtime if runtime and os.path.isdir(runtime) else None))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _write_secret(path: Path, data: Any) -> Path:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        json.dump(data, out)
+    return path
+
+
+class _Run:
+    """One imaging run over a rack's hosts (the pipeline calls the stage per rack)."""
+
+    def __init__(self, netbox: NetBox, run_dir: Path, progress: Progress,
+                 options: ImagingOptions, secrets: Path) -> None:
+        self.netbox, self.run_dir, self.progress = netbox, run_dir, progress
+        self.options, self.secrets = options, secrets
+        self.errors: dict[str, str | None] = {}
+        self.started: dict[str, float] = {}  # power-on, per host
+        boot_sources = secrets / "boot-servers.racklift.yml"
+        boot_sources.write_text(f"plugin: racklift_netbox\nroles: [{BOOT_SERVER_ROLE}]\n")
+        self.env = {"ANSIBLE_INVENTORY": ",".join(
+            [str(NETBOX_INVENTORY), str(boot_sources), *options.inventory])}
+
+    def fail(self, name: str, why: str) -> None:
+        if self.errors.get(name) is None:
+            self.errors[name] = why
+            self.progress.failed(name, IMAGE, why)
+
+    def note(self, name: str, text: str) -> None:
+        since = self.started.get(name)
+        self.progress.note(f"{name}: {text}" + (f" ({time.monotonic() - since:.0f} s after "
+                                                "power-on)" if since else ""))
+
+    def playbook(self, name: str, hosts: list[str], ident: str,
+                 extravars: Mapping[str, Any] | None = None,
+                 capture: tuple[str, ...] = ()) -> PlaybookResult:
+        return run_playbook(name, hosts, self.netbox.settings, self.env,
+                            artifacts=self.run_dir / "ansible", ident=ident,
+                            extravars={**self.options.extravars, **(extravars or {})},
+                            on_event=self.progress.event, capture=capture)
+
+    def live(self, targets: list[Target]) -> list[Target]:
+        return [t for t in targets if self.errors.get(t.name) is None]
+
+
+def _resolve(run: _Run, hosts: list[ExpectedHost], image: diskimage.DiskImage,
+             ) -> tuple[list[Target], dict[str, BootServer]]:
+    servers = run.netbox.get_all("dcim/devices", {"role": BOOT_SERVER_ROLE, "status": "active",
+                                                  "site": sorted({h.site for h in hosts})},
+                                 fields=("id", "name", "site", "primary_ip4"))
+    targets, by_name = [], {}
+    for host in hosts:
+        try:
+            if not host.provisioning_mac:
+                raise RackliftError(f"{host.name}: no MAC on its provisioning interface "
+                                    f"{host.provisioning_interface} in NetBox: add it")
+            problem = image_problem(host, image)
+            if problem:
+                raise RackliftError(problem)
+            server = boot_server_for(host, servers)
+        except RackliftError as exc:
+            run.fail(host.name, str(exc))
+            continue
+        by_name[server.name] = server
+        targets.append(Target(host, deploy_data.normalize_mac(host.provisioning_mac),
+                              server.name))
+    return targets, by_name
+
+
+def _hostvars(run: _Run, targets: list[Target], ident: str) -> tuple[list[Target],
+                                                                     dict[str, str]]:
+    """Targets with their inventory vars, and the boot ids of hosts that already run."""
+    result = run.playbook("image_hostvars.yml", [t.name for t in targets],
+                          f"image-hostvars-{ident}",
+                          {"racklift_image_secrets_dir": str(run.secrets)}, (BOOT_ID_TASK,))
+    with_vars = []
+    for t in targets:
+        path = run.secrets / f"{t.name}.json"
+        if not path.exists():
+            run.fail(t.name, f"reading its inventory vars: {result.failed.get(t.name, '?')}")
+            continue
+        values = {k: v for k, v in json.loads(path.read_text()).items()
+                  if v not in (None, "", "None")}
+        path.unlink()
+        with_vars.append(Target(t.host, t.mac, t.boot_server, values))
+    boot_ids = {name: str(res["stdout"]).strip() for name, tasks in result.captured.items()
+                for task, res in tasks.items() if task == BOOT_ID_TASK and res.get("stdout")}
+    return with_vars, boot_ids
+
+
+def _prepare_boot_servers(run: _Run, targets: list[Target], servers: dict[str, BootServer],
+                          image: diskimage.DiskImage, disk: ramdisk.Ramdisk,
+                          ident: str) -> dict[str, str]:
+    """Tokens per host; each boot server set up to deploy its hosts."""
+    tokens: dict[str, str] = {}
+    for name, server in sorted(servers.items()):
+        mine = [t for t in run.live(targets) if t.boot_server == name]
+        entries = []
+        for t in mine:
+            try:
+                spec = deploy_data.HostDeploy(
+                    host=t.name, mac=t.mac, address=t.host.primary_ip or "",
+                    authorized_keys=authorized_keys(t.name, t.hostvars))
+                data = deploy_data.render(spec, deploy_data.ImageArtifact(
+                    image.name, image.build_id, image.sha256), server.url)
+            except RackliftError as exc:
+                run.fail(t.name, str(exc))
+                continue
+            tokens[t.name] = deploy_data.new_token()
+            entries.append({"name": t.name, "mac": t.mac, "ip": t.host.address,
+                            "deploy": True, "method": "image", "token": tokens[t.name],
+                            "deploy_data": data})
+        if not entries:
+            continue
+        vars_file = _write_secret(run.secrets / f"boot-{name}.json",
+                                  boot_vars(server, entries, image, disk))
+        run.progress.note(f"boot server {name}: serving {len(entries)} deploys")
+        result = run.playbook("image_boot.yml", [name], f"image-boot-{name}-{ident}",
+                              {"racklift_image_vars_file": str(vars_file)})
+        vars_file.unlink()
+        if name in result.failed or name not in result.ok:
+            why = result.failed.get(name, "the playbook did not run on it")
+            for entry in entries:
+                run.fail(entry["name"], f"boot server {name}: {why}")
+    return tokens
+
+
+def _bmc(run: _Run, t: Target, operation: str, action: Callable[[Any], None]) -> None:
+    try:
+        with client_for(t.name, t.host.oob_ip, t.hostvars) as bmc:
+            action(bmc)
+    except BmcError as exc:
+        run.fail(t.name, f"{operation}: {exc}")
+
+
+def _parallel(targets: list[Target], work: Callable[[Target], None]) -> None:
+    if targets:
+        with ThreadPoolExecutor(max_workers=min(32, len(targets))) as pool:
+            list(pool.map(work, targets))
+
+
+def _power_on(run: _Run, targets: list[Target]) -> None:
+    def one(t: Target) -> None:
+        run.started[t.name] = time.monotonic()
+        _bmc(run, t, "network boot", lambda bmc: bmc.network_boot_once())
+        if run.errors.get(t.name) is None:
+            run.note(t.name, "network boot once, powered on through Redfish")
+    _parallel(targets, one)
+
+
+def _wait(run: _Run, phase: str, targets: list[Target], timeout: float,
+          tokens: dict[str, str], since: dict[str, float], ident: str) -> dict[str, Any]:
+    """Per boot server, the wait script's answer for `targets` (see playbooks/files)."""
+    answers: dict[str, Any] = {"hosts": {}, "ignored": []}
+    for server in sorted({t.boot_server for t in targets}):
+        mine = [t for t in targets if t.boot_server == server]
+        request = {"phase": phase, "api_data": API_DATA, "poll": 2, "hosts": [
+            {"name": t.name, "mac": t.mac, "since": since[t.name],
+             "deadline": since[t.name] + timeout,
+             "token_sha256": hashlib.sha256(tokens[t.name].encode()).hexdigest()}
+            for t in mine]}
+        result = run.playbook("image_wait.yml", [server], f"image-wait-{phase}-{server}-{ident}",
+                              {"racklift_image_wait": request}, (WAIT_TASK,))
+        res = result.captured.get(server, {}).get(WAIT_TASK)
+        if res is None:
+            for t in mine:
+                run.fail(t.name, f"waiting on boot server {server}: "
+                                 f"{result.failed.get(server, 'no answer')}")
+            continue
+        answer = json.loads(res["stdout"])
+        answers["hosts"].update(answer["hosts"])
+        answers["ignored"] += answer["ignored"]
+    return answers
+
+
+def _disk_boot(run: _Run, targets: list[Target], succeeded: set[str]) -> None:
+    """Boot from disk again, always; cycle power where the BMC kept the network boot
+    (sushy-tools); power off hosts that failed, so they stop network-booting."""
+    def one(t: Target) -> None:
+        def act(bmc: Any) -> None:
+            before = bmc.boot_override()
+            bmc.boot_from_disk()
+            if t.name not in succeeded:
+                bmc.power_off()
+            elif before.target == "Pxe" and before.enabled == "Continuous":
+                bmc.reset("ForceRestart")
+        ok = run.errors.get(t.name) is None
+        _bmc(run, t, "setting the boot device back to the disk", act)
+        if ok and run.errors.get(t.name) is None:
+            run.note(t.name, "boots from its disk again")
+    _parallel(targets, one)
+
+
+def _check(run: _Run, targets: list[Target], image: diskimage.DiskImage,
+           old_ids: dict[str, set[str]], ident: str) -> None:
+    if not targets:
+        return
+    result = run.playbook("image_check.yml", [t.name for t in targets], f"image-check-{ident}",
+                          {"racklift_image_ssh_timeout": int(run.options.timeouts.ssh)},
+                          (CHECK_TASK,))
+    marker = f"{image.name} {image.build_id}"
+    updates = []
+    for t in targets:
+        res = result.captured.get(t.name, {}).get(CHECK_TASK)
+        if res is None:
+            run.fail(t.name, f"after the deploy, SSH: {result.failed.get(t.name, 'no answer')}"
+                             f" (timeout {run.options.timeouts.ssh:.0f} s)")
+            continue
+        try:
+            boot_id, found = parse_check(str(res.get("stdout", "")))
+        except ValueError:
+            run.fail(t.name, "the deployed host has no readable /etc/racklift/image.json")
+            continue
+        why = check_error(image, boot_id, found, old_ids.get(t.name, set()))
+        if why:
+            run.fail(t.name, why)
+            continue
+        run.note(t.name, f"answers on SSH with boot id {boot_id} and image {marker}")
+        updates.append({"id": t.host.netbox_id, "custom_fields": {IMAGE_FIELD: marker}})
+    run.netbox.update("dcim/devices", updates)
+
+
+def image_hosts(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, progress: Progress,
+                options: ImagingOptions = ImagingOptions()) -> dict[str, str | None]:
+    """Image `hosts` (the pipeline's ImageStage); host name → error, None when imaged."""
+    ident = (hosts[0].rack or "no-rack").lower() if hosts else "none"
+    image = options.image or diskimage.build()
+    disk = ramdisk.build(image)
+    progress.note(f"image {image.name} {image.build_id} ({image.size // 2**20} MiB), "
+                  f"ramdisk {disk.build_id}")
+    timeouts = options.timeouts
+    with _secrets_dir() as secrets:
+        run = _Run(netbox, run_dir, progress, options, secrets)
+        run.errors = {h.name: None for h in hosts}
+        targets, servers = _resolve(run, hosts, image)
+        targets, boot_ids = _hostvars(run, run.live(targets), ident)
+        tokens = _prepare_boot_servers(run, targets, servers, image, disk, ident)
+        live = run.live(targets)
+        since = {t.name: time.time() - 2 for t in live}  # the boot server's clock, roughly
+        _power_on(run, live)
+        powered = run.live(live)
+        dhcp = _wait(run, "dhcp", powered, timeouts.dhcp, tokens, since, ident)
+        for t in powered:
+            at = dhcp["hosts"].get(t.name, {}).get("at")
+            if at is None:
+                run.fail(t.name, dhcp_error(t, timeouts.dhcp, dhcp["ignored"]))
+            else:
+                run.note(t.name, "DHCP request seen by the boot server")
+                since[t.name] = at
+        requested = run.live(powered)
+        reports = _wait(run, "report", requested, timeouts.deploy, tokens, since, ident)
+        old_ids: dict[str, set[str]] = {}
+        for t in requested:
+            report = reports["hosts"].get(t.name, {}).get("report")
+            why = report_error(t, report, timeouts.deploy)
+            if why:
+                run.fail(t.name, why)
+                continue
+            run.note(t.name, f"deployed: {report.get('reason')}")
+            old_ids[t.name] = {i for i in (boot_ids.get(t.name), ramdisk_boot_id(report)) if i}
+        deployed = {t.name for t in run.live(requested)}
+        _disk_boot(run, powered, deployed)
+        _check(run, [t for t in run.live(requested) if t.name in deployed], image, old_ids,
+               ident)
+    return run.errors

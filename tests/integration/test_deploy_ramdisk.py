@@ -11,6 +11,7 @@ artifact: the disk image, the ramdisk, the deploy API script and the boot contra
 from __future__ import annotations
 
 import functools
+import gzip
 import json
 import os
 import re
@@ -19,6 +20,7 @@ import socket
 import subprocess
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -168,6 +170,49 @@ def ramdisk_path(server: BootServer) -> str:
     return f"ramdisk/{served.name}"
 
 
+def test_module_load_order_puts_dependencies_first() -> None:
+    dep = ramdisk.parse_modules_dep(
+        "kernel/fs/ext4/ext4.ko: kernel/fs/jbd2/jbd2.ko kernel/fs/mbcache.ko\n"
+        "kernel/fs/jbd2/jbd2.ko:\nkernel/fs/mbcache.ko:\n"
+        "kernel/drivers/net/virtio_net.ko.xz: kernel/drivers/net/net_failover.ko.xz\n"
+        "kernel/drivers/net/net_failover.ko.xz: kernel/net/core/failover.ko.xz\n"
+        "kernel/net/core/failover.ko.xz:\n")
+    order = ramdisk.load_order(["virtio-net", "ext4", "virtio_pci"], dep, {"virtio_pci"})
+    assert order == ["kernel/net/core/failover.ko.xz", "kernel/drivers/net/net_failover.ko.xz",
+                     "kernel/drivers/net/virtio_net.ko.xz", "kernel/fs/jbd2/jbd2.ko",
+                     "kernel/fs/mbcache.ko", "kernel/fs/ext4/ext4.ko"]
+    with pytest.raises(diskimage.ImageBuildError, match="kernel module nvme is neither"):
+        ramdisk.load_order(["nvme"], dep, set())
+
+
+def test_initramfs_archive_is_valid_newc(tmp_path) -> None:
+    archive = ramdisk.cpio_newc([("bin", 0o40755, b""), ("bin/hello", 0o100755, b"hi\n"),
+                                 ("bin/sh", 0o120777, b"hello")])
+    assert archive == ramdisk.cpio_newc([("bin", 0o40755, b""),
+                                         ("bin/hello", 0o100755, b"hi\n"),
+                                         ("bin/sh", 0o120777, b"hello")])  # reproducible
+    listing = subprocess.run(["cpio", "-itv"], input=archive, capture_output=True, check=True)
+    names = [line.split()[-1] for line in listing.stdout.decode().splitlines()]
+    assert names == ["bin", "bin/hello", "hello"]  # the symlink line ends with its target
+    subprocess.run(["cpio", "-idm", "--quiet"], input=archive, cwd=tmp_path, check=True)
+    assert (tmp_path / "bin" / "hello").read_bytes() == b"hi\n"
+    assert os.readlink(tmp_path / "bin" / "sh") == "hello"
+
+
+def test_ramdisk_is_cached_by_recipe(image, deploy_ramdisk) -> None:
+    started = time.monotonic()
+    again = ramdisk.build(image)
+    assert again.cached and time.monotonic() - started < 1
+    assert again.build_id == deploy_ramdisk.build_id == ramdisk.build_id(image.build_id)
+    assert again.kernel.read_bytes()[0x202:0x206] == b"HdrS"  # a bzImage (boot protocol)
+    with gzip.open(again.initrd) as initrd:
+        archive = initrd.read()
+    listing = subprocess.run(["cpio", "-it", "--quiet"], input=archive, capture_output=True,
+                             check=True).stdout.decode().split()
+    assert {"init", "bin/busybox", "lib/modules/virtio_net.ko", "lib/modules/ext4.ko",
+            "etc/racklift-modules"} <= set(listing)
+
+
 class VM:
     """One QEMU (TCG) guest: a blank virtio disk, user-mode networking, serial to a file."""
 
@@ -305,10 +350,12 @@ def test_corrupted_image_is_reported_and_never_booted(boot_server, image, vm, ss
     corrupt = boot_server.root / "images" / "corrupt" / "disk.raw.gz"
     corrupt.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(image.path, corrupt)
-    with corrupt.open("r+b") as f:  # flip bytes an eighth into the compressed stream
-        f.seek(image.size // 8)
-        chunk = f.read(64)
-        f.seek(image.size // 8)
+    # Flip the gzip header's timestamp: the stream still decompresses to the whole, bootable
+    # disk, so only the checksum can tell, after the image is on the disk.
+    with corrupt.open("r+b") as f:
+        f.seek(4)
+        chunk = f.read(4)
+        f.seek(4)
         f.write(bytes(b ^ 0xFF for b in chunk))
     stage_host(boot_server, host, vm.mac, f"{boot_server.http_url}/images/corrupt/disk.raw.gz",
                image, ssh_key)
@@ -332,3 +379,27 @@ def test_corrupted_image_is_reported_and_never_booted(boot_server, image, vm, ss
              lambda: re.search(r"Boot failed|No bootable device", vm.console_text()), 60, vm)
     assert "Linux version" not in vm.console_text()
     assert "GRUB" not in vm.console_text()
+
+
+def test_used_token_reboots_without_touching_the_disk(boot_server, image, vm, ssh_key) -> None:
+    """A host that network-boots again after its deploy (sushy-tools keeps a "Once" PXE boot)
+    finds its token spent: the ramdisk reboots, writes nothing and leaves the report alone."""
+    host = "vm-deploy-again"
+    stage_host(boot_server, host, vm.mac, f"{boot_server.http_url}/{image.url_path}", image,
+               ssh_key)
+    script = (boot_server.root / "ipxe" / f"{vm.mac}.ipxe").read_text()
+    token = re.search(r"racklift\.token=(\S+)", script)[1]
+    with urllib.request.urlopen(f"http://127.0.0.1:{boot_server.api_port}/v1/deploy/{token}",
+                                timeout=10) as first:  # the deploy that already ran
+        assert first.status == 200
+    vm.start()
+    wait_for("the ramdisk noticing the spent token",
+             lambda: "the deploy token was already used" in vm.console_text(), 300, vm)
+    text = wait_for("the reboot", lambda: (t := vm.console_text()).split(
+        "the deploy token was already used")[1].count("SeaBIOS (version") and t, 60, vm)
+    assert vm.process is not None and vm.process.poll() is None  # rebooted, not powered off
+    assert boot_server.report(host) is None
+    assert "streaming" not in text
+    wiped = subprocess.run(["qemu-io", "-r", "-f", "qcow2", "-c", "read -P 0 0 8M",
+                            str(vm.disk)], capture_output=True, text=True)
+    assert "Pattern verification failed" not in wiped.stdout  # the blank disk stayed blank

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from racklift.imaging import diskimage
 from racklift.imaging.diskimage import ImageBuildError
+from racklift.lab import podman
 from racklift.paths import cache_dir
 
 HERE = Path(__file__).resolve().parent / "ramdisk"
@@ -174,7 +175,10 @@ def build(image: diskimage.DiskImage | None = None) -> Ramdisk:
             rootfs = work / "rootfs"
             rootfs.mkdir()
             version = meta["kernel"].removeprefix("vmlinuz-")
-            diskimage.export_rootfs(meta["rootfs_image"], rootfs,
+            ref = meta["rootfs_image"]
+            if not podman.image_exists(ref):  # pruned since: the same recipe makes the same tag
+                ref = diskimage.rootfs_image()
+            diskimage.export_rootfs(ref, rootfs,
                                     (f"boot/{meta['kernel']}", f"usr/lib/modules/{version}"))
             modules_dir = rootfs / "usr" / "lib" / "modules" / version
             builtin = {module_name(line) for line in

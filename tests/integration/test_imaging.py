@@ -54,7 +54,7 @@ def netbox(instance, settings) -> NetBox:
     return NetBox.connect(settings)
 
 
-def _complete_records(netbox: NetBox) -> None:
+def complete_records(netbox: NetBox) -> None:
     """What a GPU server's record has and the VMs' lack: GPU and IB templates, a context."""
     device_type = netbox.get_all("dcim/device-types", {"slug": vrack.VM_TYPE})[0]
     netbox.get_or_create("dcim/interface-templates",
@@ -69,9 +69,8 @@ def _complete_records(netbox: NetBox) -> None:
                          {"device_type_id": device_type["id"], "name": "GPU0"},
                          {"device_type": device_type["id"], "name": "GPU0", "role": role["id"],
                           "manufacturer": maker["id"], "part_id": "NVIDIA H100 80GB HBM3"})
-    tag = netbox.get_all("extras/tags", {"slug": vrack.TAG_VM})[0]
     netbox.get_or_create("extras/config-contexts", {"name": "racklift-lab-vm"},
-                         {"name": "racklift-lab-vm", "tags": [tag["id"]], "data": {"racklift": {
+                         {"name": "racklift-lab-vm", "tags": [vrack.TAG_VM], "data": {"racklift": {
                              "provisioning_interface": seed.PROVISIONING,
                              "os_image": diskimage.IMAGE_NAME}}})
 
@@ -82,7 +81,7 @@ def rack(netbox):
     try:
         started = time.monotonic()
         result = vrack.up(netbox, VMS, RACK)
-        _complete_records(netbox)
+        complete_records(netbox)
         print(f"\n[imaging] virtual rack up with {VMS} VMs in {time.monotonic() - started:.0f} s")
         yield result
     finally:

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from racklift.ansible import PlaybookResult, run_playbook
+from racklift.ansible import HostEvent, PlaybookResult, run_playbook
 from racklift.bmc.redfish import BmcError, client_for
 from racklift.errors import RackliftError
 from racklift.imaging import deploy_data, diskimage, ramdisk
@@ -265,12 +265,16 @@ class _Run:
                                                 "power-on)" if since else ""))
 
     def playbook(self, name: str, hosts: list[str], ident: str,
-                 extravars: Mapping[str, Any] | None = None,
-                 capture: tuple[str, ...] = ()) -> PlaybookResult:
+                 extravars: Mapping[str, Any] | None = None, capture: tuple[str, ...] = (),
+                 expected_to_fail: str = "") -> PlaybookResult:
+        def event(got: HostEvent) -> None:
+            # A task that may fail (a host that does not run yet) is no failure to show.
+            if not (got.task == expected_to_fail and got.kind in ("failed", "unreachable")):
+                self.progress.event(got)
         return run_playbook(name, hosts, self.netbox.settings, self.env,
                             artifacts=self.run_dir / "ansible", ident=ident,
                             extravars={**self.options.extravars, **(extravars or {})},
-                            on_event=self.progress.event, capture=capture)
+                            on_event=event, capture=capture)
 
     def live(self, targets: list[Target]) -> list[Target]:
         return [t for t in targets if self.errors.get(t.name) is None]
@@ -305,7 +309,8 @@ def _hostvars(run: _Run, targets: list[Target], ident: str) -> tuple[list[Target
     """Targets with their inventory vars, and the boot ids of hosts that already run."""
     result = run.playbook("image_hostvars.yml", [t.name for t in targets],
                           f"image-hostvars-{ident}",
-                          {"racklift_image_secrets_dir": str(run.secrets)}, (BOOT_ID_TASK,))
+                          {"racklift_image_secrets_dir": str(run.secrets)}, (BOOT_ID_TASK,),
+                          expected_to_fail=BOOT_ID_TASK)
     with_vars = []
     for t in targets:
         path = run.secrets / f"{t.name}.json"

@@ -145,30 +145,36 @@ class _Batch:
                       f"{self.options.drain_timeout:.0f} s of draining; re-run when they ended"
                    for n in waiting}, "drain")
 
+    def enter(self, stage: str) -> list[HostRun]:
+        """The hosts that go through `stage` now, marked as having reached it."""
+        live = self.live(stage)
+        if live:
+            self.progress.stage([h.name for h in live], stage)
+        for h in live:
+            h.reached = stage
+        return live
+
+    def completed(self, live: list[HostRun], stage: str, what: str) -> None:
+        apply(self.netbox, [Transition(h.host.netbox_id,
+                                       f"{_header(self.options, self.run_id)}: {what}",
+                                       stage=COMPLETED[stage])
+                            for h in live if not h.result])
+
     def run_image(self) -> None:
-        live = self.live(IMAGE)
+        live = self.enter(IMAGE)
         if not live:
             return
-        self.progress.stage([h.name for h in live], IMAGE)
-        for h in live:
-            h.reached = IMAGE
         if self.image is None:
             raise RackliftError("the image stage is not available here: pass --no-image")
         outcome = self.image(self.netbox, [h.host for h in live], self.run_dir, self.progress)
         self.fail({n: why for n, why in outcome.items() if why}, IMAGE)
-        apply(self.netbox, [Transition(h.host.netbox_id,
-                                       f"{_header(self.options, self.run_id)}: imaged",
-                                       stage=COMPLETED[IMAGE])
-                            for h in live if not h.result])
+        self.completed(live, IMAGE, "imaged")
 
     def run_configure(self) -> None:
-        live = self.live(CONFIGURE)
+        live = self.enter(CONFIGURE)
         if not live:
             return
         names = [h.name for h in live]
-        self.progress.stage(names, CONFIGURE)
-        for h in live:
-            h.reached = CONFIGURE
         result = run_playbook("configure.yml", names, self.netbox.settings,
                               artifacts=self.run_dir / "ansible", ident=f"configure-{self.rack}",
                               extravars=self.extravars, on_event=self.progress.event)
@@ -179,22 +185,18 @@ class _Batch:
                 failures[name] = ("not configured: the rack's batch stopped (too many hosts "
                                   "failed; see the others' errors)")
         self.fail(failures, CONFIGURE)
-        apply(self.netbox, [Transition(h.host.netbox_id,
-                                       f"{_header(self.options, self.run_id)}: configured",
-                                       stage=COMPLETED[CONFIGURE])
-                            for h in live if not h.result])
+        self.completed(live, CONFIGURE, "configured")
 
     def run_verify(self) -> None:
-        live = self.live(VERIFY)
+        live = self.enter(VERIFY)
         if not live:
             return
-        self.progress.stage([h.name for h in live], VERIFY)
         # The gate judges hosts as NetBox has them now: staged.
         hosts = [replace(h.host, status="staged") for h in live]
         verdicts = gate(self.netbox, hosts, self.run_dir, progress=self.progress.note,
                         on_event=self.progress.event)
         for h, verdict in zip(live, verdicts, strict=True):
-            h.reached, h.verdict = VERIFY, verdict
+            h.verdict = verdict
             if verdict.passed:
                 h.result = JOINED
             else:

@@ -266,6 +266,7 @@ def vm(tmp_path, boot_server, image) -> Iterator[VM]:
         yield machine
     finally:
         machine.stop()
+        machine.disk.unlink(missing_ok=True)  # up to the image's size: not kept for later
 
 
 def wait_for(what: str, check, timeout: float, vm: VM, interval: float = 1.0):

@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,11 +33,12 @@ def image() -> diskimage.DiskImage:
 
 
 @pytest.fixture(scope="module")
-def raw(image, tmp_path_factory) -> Path:
+def raw(image, tmp_path_factory) -> Iterator[Path]:
     out = tmp_path_factory.mktemp("disk") / "disk.raw"
     with gzip.open(image.path, "rb") as src, out.open("wb") as dst:
         shutil.copyfileobj(src, dst, 4 * MIB)
-    return out
+    yield out
+    out.unlink()  # the size of the disk: not kept for later
 
 
 def _root(raw: Path) -> str:

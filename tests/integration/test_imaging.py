@@ -8,8 +8,9 @@ template and their tag a `racklift` config context (os_image debian12), so their
 records are complete for the pipeline's preflight. Failure cases, each a per-host error and
 `failed` in NetBox: a wrong BMC password (a host var from an extra inventory source), a BMC
 that does not answer (the OOB IP moved to an address where nothing listens), a NIC whose MAC
-is not NetBox's (short DHCP timeout), a corrupted image (ImagingOptions.image: a copy of the
-image with bytes flipped, same build id and checksum as the real one).
+is not NetBox's (short DHCP timeout), a corrupted image (ImagingOptions.images: for one host a
+copy of the image with bytes flipped, under another build id, with the real image's checksum).
+At most two VMs boot at once (2 cores).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import shutil
 import subprocess
 import tempfile
 import time
+from importlib.machinery import SourceFileLoader
+from importlib.util import module_from_spec, spec_from_loader
 from pathlib import Path
 
 import pytest
@@ -31,6 +34,7 @@ from racklift.lab import hosts as lab_hosts
 from racklift.lab import netbox_server, seed, vrack
 from racklift.netbox.client import NetBox
 from racklift.netbox.reader import Selection
+from racklift.paths import REPO_ROOT
 from racklift.pipeline import image as imaging
 from racklift.pipeline.model import FAILED, STAGED
 from racklift.pipeline.plan import REIMAGE, Options
@@ -169,76 +173,49 @@ def _since_power_on(lines, host, event):
     return stamp["event"] - stamp["on"]
 
 
-def test_a_new_vm_is_imaged_through_the_pipeline(netbox, rack, image, tokens, runs):
-    vm = rack.vms[0]
-    result, lines = _run(netbox, [vm.name], Options(until="image"), runs=runs)
-    (host,) = result.hosts
-    assert (host.result, host.error) == (STAGED, None)
-    _, hostname, marker = _state(vm.address)
-    assert hostname == vm.name
-    assert marker == f'{{"name":"{image.name}","build_id":"{image.build_id}"}}'
-    device = _device(netbox, vm.name)
-    assert device["status"]["value"] == "staged"
-    assert device["custom_fields"]["racklift_stage"] == "imaged"
-    assert device["custom_fields"]["racklift_image"] == f"{image.name} {image.build_id}"
-    assert any(": imaged" in entry for entry in _journal(netbox, device["id"]))
-    seconds = _since_power_on(lines, vm.name, "answers on SSH")
-    print(f"[imaging] {vm.name}: power-on to SSH {seconds:.0f} s (image "
-          f"{image.size / MIB:.0f} MiB gz); whole run {result.seconds:.0f} s")
-    assert seconds < 600
-    # Only this host was given a deploy; its token is spent.
-    scripts = _ssh(str(RACK.gateway), "ls /srv/racklift/boot/ipxe /var/lib/racklift/boot/used")
-    assert f"{vm.mac.lower()}.ipxe" in scripts.stdout and f"{vm.name}.json" in scripts.stdout
+def _failed_in_netbox(netbox, name, error):
+    device = _device(netbox, name)
+    assert device["status"]["value"] == "failed"
+    assert any(error[:80] in entry for entry in _journal(netbox, device["id"]))
 
 
-def test_reimage_brings_a_new_boot_id_and_the_same_build(netbox, rack, image, tokens, runs):
-    vm = rack.vms[0]
-    before, _, _ = _state(vm.address)
-    result, _ = _run(netbox, [vm.name], Options(REIMAGE, reason="imaging test", until="image"),
-                     runs=runs)
-    (host,) = result.hosts
-    assert (host.result, host.error) == (STAGED, None)
-    after, _, marker = _state(vm.address)
-    assert after != before
-    assert f'"build_id":"{image.build_id}"' in marker
-    assert _device(netbox, vm.name)["status"]["value"] == "staged"
-
-
-def test_failures_are_per_host_errors(netbox, rack, image, tokens, runs, tmp_path):
-    corrupt_vm, password_vm, silent_vm, swapped_vm = rack.vms[:4]
+def test_new_vm_imaged_while_bmc_and_mac_failures_stay_per_host(netbox, rack, image, tokens,
+                                                                runs, tmp_path):
+    """One run, as a rack would go: vm 1 never booted and is imaged; vm 2's BMC rejects the
+    password, vm 3's BMC does not answer, vm 4's NIC has a MAC NetBox does not know."""
+    new_vm, password_vm, silent_vm, swapped_vm = rack.vms[:4]
     # Wrong BMC password: a host var from an extra inventory source (as a site's vault would).
     extra = tmp_path / "bmc.yml"
     extra.write_text(f"all:\n  hosts:\n    {password_vm.name}:\n"
                      f"      racklift_bmc_password: {WRONG_PASSWORD}\n")
-    # A BMC that does not answer.
     (ip,) = netbox.get_all("ipam/ip-addresses", {"address": f"{silent_vm.bmc}/32"})
     netbox.update("ipam/ip-addresses", [{"id": ip["id"], "address": SILENT_BMC}])
-    # A NIC whose MAC is not the one NetBox has.
     vrack.set_vm_mac(RACK, swapped_vm.name, SWAPPED_MAC)
-    # A corrupted image: same name, build id and expected checksum, other bytes.
-    corrupt = tmp_path / "image"
-    corrupt.mkdir()
-    shutil.copyfile(image.path, corrupt / "disk.raw.gz")
-    shutil.copyfile(f"{image.path}.sha256", corrupt / "disk.raw.gz.sha256")
-    with (corrupt / "disk.raw.gz").open("r+b") as f:
-        f.seek(4)  # the gzip header's timestamp: it still unpacks, only the checksum differs
-        f.write(b"\xff\xff\xff\xff")
-    options = imaging.ImagingOptions(
-        timeouts=imaging.Timeouts(dhcp=60, deploy=300, ssh=120), extravars=OPTIONS.extravars,
-        inventory=(str(extra),), image=diskimage.DiskImage(
-            image.name, image.build_id, corrupt, image.sha256, image.size, image.raw_size, 0,
-            True))
+    options = imaging.ImagingOptions(timeouts=imaging.Timeouts(dhcp=60, deploy=600, ssh=300),
+                                     extravars=OPTIONS.extravars, inventory=(str(extra),))
     try:
-        result, _ = _run(netbox, [v.name for v in (corrupt_vm, password_vm, silent_vm,
-                                                   swapped_vm)],
-                         Options(REIMAGE, reason="imaging failure test", until="image"),
-                         options, runs=runs)
+        result, lines = _run(netbox, [v.name for v in rack.vms[:4]], Options(until="image"),
+                             options, runs=runs)
     finally:
         vrack.set_vm_mac(RACK, swapped_vm.name, swapped_vm.mac)
     errors = {h.name: h.error or "" for h in result.hosts}
-    assert {h.result for h in result.hosts} == {FAILED}, errors
-    assert "the deploy ramdisk reported failure in phase verify: image sha256 mismatch: " \
-           f"expected {image.sha256}" in errors[corrupt_vm.name]
+    results = {h.name: h.result for h in result.hosts}
+    assert results == {new_vm.name: STAGED, password_vm.name: FAILED, silent_vm.name: FAILED,
+                       swapped_vm.name: FAILED}, errors
+
+    _, hostname, marker = _state(new_vm.address)
+    assert hostname == new_vm.name
+    assert marker == f'{{"name":"{image.name}","build_id":"{image.build_id}"}}'
+    device = _device(netbox, new_vm.name)
+    assert device["status"]["value"] == "staged"
+    assert device["custom_fields"]["racklift_stage"] == "imaged"
+    assert device["custom_fields"]["racklift_image"] == f"{image.name} {image.build_id}"
+    assert any(": imaged" in entry for entry in _journal(netbox, device["id"]))
+    seconds = _since_power_on(lines, new_vm.name, "answers on SSH")
+    print(f"[imaging] {new_vm.name}: power-on to SSH {seconds:.0f} s (image "
+          f"{image.size / MIB:.0f} MiB gz); whole run {result.seconds:.0f} s")
+    assert seconds < 600
+
     assert f"BMC at https://{password_vm.bmc}:8443 rejected the credentials (HTTP 401)" in \
         errors[password_vm.name]
     assert "BMC at https://127.0.78.250:8443 is unreachable" in errors[silent_vm.name]
@@ -246,17 +223,52 @@ def test_failures_are_per_host_errors(netbox, rack, image, tokens, runs, tmp_pat
            f" reached boot server {RACK.boot_server} within 60 s" in errors[swapped_vm.name]
     assert f"ignored DHCP requests from MACs it does not know: {SWAPPED_MAC}" in \
         errors[swapped_vm.name]
-    for vm in (corrupt_vm, password_vm, silent_vm, swapped_vm):
-        device = _device(netbox, vm.name)
-        assert device["status"]["value"] == "failed"
-        assert any(errors[vm.name][:60] in entry for entry in _journal(netbox, device["id"]))
-    # Hosts that failed after power-on were powered off, to stop them network-booting.
+    for vm in (password_vm, silent_vm, swapped_vm):
+        _failed_in_netbox(netbox, vm.name, errors[vm.name])
+    # Powered off after its DHCP timeout, so it does not keep network-booting.
     assert vrack.domains(RACK)[swapped_vm.name] == "shut off"
-    assert vrack.domains(RACK)[corrupt_vm.name] == "shut off"
+    # Only the host being imaged got a deploy script; its token is spent.
+    listing = _ssh(str(RACK.gateway), "ls /srv/racklift/boot/ipxe /var/lib/racklift/boot/used")
+    assert f"{new_vm.mac.lower()}.ipxe" in listing.stdout
+    assert f"{new_vm.name}.json" in listing.stdout
+    assert swapped_vm.mac.lower() not in listing.stdout
+
+
+def test_reimage_gives_a_new_boot_id_and_a_corrupted_image_is_refused(netbox, rack, image,
+                                                                       tokens, runs, tmp_path):
+    """vm 1 is re-imaged; vm 4 (its NIC fixed) is given a corrupted copy of the image: same
+    expected checksum, a flipped gzip timestamp (it still unpacks: only the checksum tells)."""
+    imaged_vm, corrupt_vm = rack.vms[0], rack.vms[3]
+    before, _, _ = _state(imaged_vm.address)
+    corrupt = tmp_path / "image"
+    corrupt.mkdir()
+    shutil.copyfile(image.path, corrupt / "disk.raw.gz")
+    shutil.copyfile(f"{image.path}.sha256", corrupt / "disk.raw.gz.sha256")
+    with (corrupt / "disk.raw.gz").open("r+b") as f:
+        f.seek(4)
+        f.write(b"\xff\xff\xff\xff")
+    bad = diskimage.DiskImage(image.name, "0badc0de0badc0de", corrupt, image.sha256,
+                              image.size, image.raw_size, 0, True)
+    options = imaging.ImagingOptions(timeouts=imaging.Timeouts(dhcp=120, deploy=600, ssh=300),
+                                     extravars=OPTIONS.extravars,
+                                     images={corrupt_vm.name: bad})
+    result, _ = _run(netbox, [imaged_vm.name, corrupt_vm.name],
+                     Options(REIMAGE, reason="imaging test", until="image"), options, runs=runs)
+    errors = {h.name: h.error or "" for h in result.hosts}
+    assert {h.name: h.result for h in result.hosts} == {imaged_vm.name: STAGED,
+                                                        corrupt_vm.name: FAILED}, errors
+    after, _, marker = _state(imaged_vm.address)
+    assert after != before
+    assert f'"build_id":"{image.build_id}"' in marker
+    assert _device(netbox, imaged_vm.name)["status"]["value"] == "staged"
+    assert "the deploy ramdisk reported failure in phase verify: image sha256 mismatch: " \
+           f"expected {image.sha256}" in errors[corrupt_vm.name]
+    _failed_in_netbox(netbox, corrupt_vm.name, errors[corrupt_vm.name])
+    assert vrack.domains(RACK)[corrupt_vm.name] == "shut off"  # the ramdisk powered it off
 
 
 def test_no_secret_in_run_directories_or_output(rack, tokens, runs):
-    assert len(runs) == 3 and len(tokens) >= 3
+    assert len(runs) == 2 and len(tokens) >= 3
     secrets = [vrack.bmc_password(RACK), WRONG_PASSWORD, *tokens]
     for result, lines in runs:
         files = [p for p in Path(result.run_dir).rglob("*") if p.is_file()]
@@ -270,3 +282,88 @@ def test_no_secret_in_run_directories_or_output(rack, tokens, runs):
         assert not re.search(r"racklift\.token=\w", output)
     for temp in {tempfile.gettempdir(), os.environ.get("XDG_RUNTIME_DIR") or "/tmp"}:
         assert not list(Path(temp).glob("racklift-image-*"))  # the secrets directory is gone
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure parts (no rack)
+
+JOURNAL = """\
+1796056589.402421 boot-v91 dnsmasq-dhcp[870]: 1621730575 DHCPDISCOVER(rltest0) 02:52:4c:01:60:01
+1796056589.433345 boot-v91 dnsmasq-dhcp[870]: 1621730575 DHCPREQUEST(rltest0) 10.91.0.11 02:52:4c:01:60:01
+1796056596.419909 boot-v91 dnsmasq-dhcp[870]: 3151908285 DHCPDISCOVER(rltest0) 02:52:4c:ff:ff:07 ignored
+1796056596.5 boot-v91 dnsmasq-dhcp[870]: 3151908285 vendor class: PXEClient:Arch:00007:UNDI:003016
+"""  # noqa: E501 (real lines from the boot server's journal)
+
+
+def _wait_script():
+    loader = SourceFileLoader("image_wait", str(REPO_ROOT / "playbooks/files/image_wait.py"))
+    module = module_from_spec(spec_from_loader(loader.name, loader))
+    loader.exec_module(module)
+    return module
+
+
+def test_wait_script_reads_dnsmasq_requests_and_ignored_macs():
+    found = [(m[1].lower(), bool(m[2])) for line in JOURNAL.splitlines()
+             if (m := _wait_script().REQUEST.search(line))]
+    assert found == [("02:52:4c:01:60:01", False), ("02:52:4c:01:60:01", False),
+                     ("02:52:4c:ff:ff:07", True)]
+
+
+def _host(name="gpu-001", site="lab1", **config):
+    from racklift.netbox.model import DeviceTypeRef, ExpectedHost
+
+    return ExpectedHost(name, 1, "planned", site, "R1", None, "gpu-server", None,
+                        DeviceTypeRef("m", "t", "t"), "S1", None, "10.9.0.11/24", "eno1",
+                        "127.0.0.1/32", "bmc", "eno1", (), (), config={"os_image": "debian12",
+                                                                        **config})
+
+
+def test_boot_server_is_the_one_of_the_hosts_site():
+    one = {"name": "boot-a", "site": {"slug": "lab1"}, "primary_ip4": {"address": "10.9.0.1/24"}}
+    other = {"name": "boot-b", "site": {"slug": "lab2"}, "primary_ip4": None}
+    server = imaging.boot_server_for(_host(), [one, other])
+    assert (server.name, server.address, server.subnet, server.url) == \
+        ("boot-a", "10.9.0.1", "10.9.0.0/24", "http://10.9.0.1")
+    with pytest.raises(imaging.RackliftError, match=r"site lab2 needs exactly one .* \(found "
+                                                    r"none"):
+        imaging.boot_server_for(_host(site="lab2"), [one])
+    with pytest.raises(imaging.RackliftError, match="found boot-a, boot-c"):
+        imaging.boot_server_for(_host(), [one, {**one, "name": "boot-c"}])
+    with pytest.raises(imaging.RackliftError, match="boot server boot-b has no primary IPv4"):
+        imaging.boot_server_for(_host(site="lab2"), [other])
+
+
+def test_errors_name_what_to_check():
+    image = diskimage.DiskImage("debian12", "0123456789abcdef", Path("/x"), "0" * 64, 1, 1, 0,
+                                True)
+    target = imaging.Target(_host(), "02:52:4c:00:00:01", "boot-a", image)
+    assert "gpu-001: racklift.os_image is 'ubuntu'" in imaging.image_problem(
+        _host(os_image="ubuntu"), image)
+    assert imaging.image_problem(_host(), image) is None
+    text = imaging.dhcp_error(target, 60, ["02:52:4c:00:00:01", "02:52:4c:ff:ff:07"])
+    assert text.startswith("no DHCP request from 02:52:4c:00:00:01 (the provisioning MAC in "
+                           "NetBox) reached boot server boot-a within 60 s")
+    assert "does not know: 02:52:4c:ff:ff:07:" in text
+    assert imaging.report_error(target, {"result": "failure", "phase": "disk",
+                                         "reason": "no /dev/vda"}, 1) == \
+        "the deploy ramdisk reported failure in phase disk: no /dev/vda"
+    assert "no deploy report within 900 s" in imaging.report_error(target, None, 900)
+    ok = {"result": "success", "reason": "wrote ...; ramdisk boot id 42b22d99-1681"}
+    assert imaging.report_error(target, ok, 1) is None
+    assert imaging.ramdisk_boot_id(ok) == "42b22d99-1681"
+    boot_id, marker = imaging.parse_check('b1\n{"name": "debian12", "build_id": '
+                                          '"0123456789abcdef"}\n')
+    assert imaging.check_error(image, boot_id, marker, {"b0"}) is None
+    assert "did not reboot" in imaging.check_error(image, "b0", marker, {"b0"})
+    assert "booted another disk" in imaging.check_error(image, "b1", {"name": "x"}, set())
+
+
+def test_authorized_keys_come_from_the_vars_or_ansibles_key(tmp_path):
+    key = tmp_path / "id"
+    key.with_suffix(".pub").write_text("ssh-ed25519 AAAA controller\n")
+    assert imaging.authorized_keys("h", {"ansible_ssh_private_key_file": str(key)}) == \
+        ("ssh-ed25519 AAAA controller",)
+    assert imaging.authorized_keys("h", {"racklift_authorized_keys": "ssh-rsa B x"}) == \
+        ("ssh-rsa B x",)
+    with pytest.raises(imaging.RackliftError, match="h: no SSH public key"):
+        imaging.authorized_keys("h", {})

@@ -79,9 +79,11 @@ class ImagingOptions:
     extravars: Mapping[str, Any] = field(default_factory=dict)
     # More Ansible inventory sources after NetBox's, e.g. host vars a site keeps elsewhere.
     inventory: tuple[str, ...] = ()
-    # What to deploy; None: built (or found in the cache) from the image recipe. The tests
-    # pass a copy whose bytes were corrupted to see the ramdisk refuse it.
+    # What to deploy; None: built (or found in the cache) from the image recipe.
     image: diskimage.DiskImage | None = None
+    # Another image for some hosts (by name): the tests give one host a corrupted copy (other
+    # build id, so another URL; the real image's checksum) to see its ramdisk refuse it.
+    images: Mapping[str, diskimage.DiskImage] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,7 @@ class Target:
     host: ExpectedHost
     mac: str  # lowercase with colons
     boot_server: str
+    image: diskimage.DiskImage
     hostvars: Mapping[str, Any] = field(default_factory=dict, repr=False)  # BMC credentials
 
     @property
@@ -154,8 +157,8 @@ def authorized_keys(host: str, hostvars: Mapping[str, Any]) -> tuple[str, ...]:
     return (public.read_text().strip(),)
 
 
-def boot_vars(server: BootServer, hosts: list[Mapping[str, Any]], image: diskimage.DiskImage,
-              disk: ramdisk.Ramdisk) -> dict[str, Any]:
+def boot_vars(server: BootServer, hosts: list[Mapping[str, Any]],
+              images: list[diskimage.DiskImage], disk: ramdisk.Ramdisk) -> dict[str, Any]:
     """The boot_server role's vars for one imaging run: these hosts deploy, nothing else."""
     return {
         "boot_server_listen_address": server.address,
@@ -165,8 +168,8 @@ def boot_vars(server: BootServer, hosts: list[Mapping[str, Any]], image: diskima
         "boot_server_files": [
             {"src": str(disk.kernel), "dest": f"{disk.url_path}/vmlinuz"},
             {"src": str(disk.initrd), "dest": f"{disk.url_path}/initrd.img"},
-            {"src": str(image.path), "dest": image.url_path},
-            {"src": str(image.path) + ".sha256", "dest": image.url_path + ".sha256"},
+            *({"src": f"{image.path}{suffix}", "dest": f"{image.url_path}{suffix}"}
+              for image in images for suffix in ("", ".sha256")),
         ],
     }
 
@@ -282,6 +285,7 @@ class _Run:
 
 def _resolve(run: _Run, hosts: list[ExpectedHost], image: diskimage.DiskImage,
              ) -> tuple[list[Target], dict[str, BootServer]]:
+    images = run.options.images
     servers = run.netbox.get_all("dcim/devices", {"role": BOOT_SERVER_ROLE, "status": "active",
                                                   "site": sorted({h.site for h in hosts})},
                                  fields=("id", "name", "site", "primary_ip4"))
@@ -291,7 +295,7 @@ def _resolve(run: _Run, hosts: list[ExpectedHost], image: diskimage.DiskImage,
             if not host.provisioning_mac:
                 raise RackliftError(f"{host.name}: no MAC on its provisioning interface "
                                     f"{host.provisioning_interface} in NetBox: add it")
-            problem = image_problem(host, image)
+            problem = image_problem(host, images.get(host.name, image))
             if problem:
                 raise RackliftError(problem)
             server = boot_server_for(host, servers)
@@ -300,7 +304,7 @@ def _resolve(run: _Run, hosts: list[ExpectedHost], image: diskimage.DiskImage,
             continue
         by_name[server.name] = server
         targets.append(Target(host, deploy_data.normalize_mac(host.provisioning_mac),
-                              server.name))
+                              server.name, images.get(host.name, image)))
     return targets, by_name
 
 
@@ -320,15 +324,14 @@ def _hostvars(run: _Run, targets: list[Target], ident: str) -> tuple[list[Target
         values = {k: v for k, v in json.loads(path.read_text()).items()
                   if v not in (None, "", "None")}
         path.unlink()
-        with_vars.append(Target(t.host, t.mac, t.boot_server, values))
+        with_vars.append(Target(t.host, t.mac, t.boot_server, t.image, values))
     boot_ids = {name: str(res["stdout"]).strip() for name, tasks in result.captured.items()
                 for task, res in tasks.items() if task == BOOT_ID_TASK and res.get("stdout")}
     return with_vars, boot_ids
 
 
 def _prepare_boot_servers(run: _Run, targets: list[Target], servers: dict[str, BootServer],
-                          image: diskimage.DiskImage, disk: ramdisk.Ramdisk,
-                          ident: str) -> dict[str, str]:
+                          disk: ramdisk.Ramdisk, ident: str) -> dict[str, str]:
     """Tokens per host; each boot server set up to deploy its hosts."""
     tokens: dict[str, str] = {}
     for name, server in sorted(servers.items()):
@@ -340,7 +343,7 @@ def _prepare_boot_servers(run: _Run, targets: list[Target], servers: dict[str, B
                     host=t.name, mac=t.mac, address=t.host.primary_ip or "",
                     authorized_keys=authorized_keys(t.name, t.hostvars))
                 data = deploy_data.render(spec, deploy_data.ImageArtifact(
-                    image.name, image.build_id, image.sha256), server.url)
+                    t.image.name, t.image.build_id, t.image.sha256), server.url)
             except RackliftError as exc:
                 run.fail(t.name, str(exc))
                 continue
@@ -351,7 +354,7 @@ def _prepare_boot_servers(run: _Run, targets: list[Target], servers: dict[str, B
         if not entries:
             continue
         vars_file = _write_secret(run.secrets / f"boot-{name}.json",
-                                  boot_vars(server, entries, image, disk))
+                                  boot_vars(server, entries, _images(mine), disk))
         run.progress.note(f"boot server {name}: serving {len(entries)} deploys")
         result = run.playbook("image_boot.yml", [name], f"image-boot-{name}-{ident}",
                               {"racklift_image_vars_file": str(vars_file)})
@@ -361,6 +364,10 @@ def _prepare_boot_servers(run: _Run, targets: list[Target], servers: dict[str, B
             for entry in entries:
                 run.fail(entry["name"], f"boot server {name}: {why}")
     return tokens
+
+
+def _images(targets: list[Target]) -> list[diskimage.DiskImage]:
+    return list({t.image.path: t.image for t in targets}.values())
 
 
 def _bmc(run: _Run, t: Target, operation: str, action: Callable[[Any], None]) -> None:
@@ -429,16 +436,16 @@ def _disk_boot(run: _Run, targets: list[Target], succeeded: set[str]) -> None:
     _parallel(targets, one)
 
 
-def _check(run: _Run, targets: list[Target], image: diskimage.DiskImage,
-           old_ids: dict[str, set[str]], ident: str) -> None:
+def _check(run: _Run, targets: list[Target], old_ids: dict[str, set[str]],
+           ident: str) -> None:
     if not targets:
         return
     result = run.playbook("image_check.yml", [t.name for t in targets], f"image-check-{ident}",
                           {"racklift_image_ssh_timeout": int(run.options.timeouts.ssh)},
                           (CHECK_TASK,))
-    marker = f"{image.name} {image.build_id}"
     updates = []
     for t in targets:
+        marker = f"{t.image.name} {t.image.build_id}"
         res = result.captured.get(t.name, {}).get(CHECK_TASK)
         if res is None:
             run.fail(t.name, f"after the deploy, SSH: {result.failed.get(t.name, 'no answer')}"
@@ -449,7 +456,7 @@ def _check(run: _Run, targets: list[Target], image: diskimage.DiskImage,
         except ValueError:
             run.fail(t.name, "the deployed host has no readable /etc/racklift/image.json")
             continue
-        why = check_error(image, boot_id, found, old_ids.get(t.name, set()))
+        why = check_error(t.image, boot_id, found, old_ids.get(t.name, set()))
         if why:
             run.fail(t.name, why)
             continue
@@ -472,7 +479,7 @@ def image_hosts(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, progre
         run.errors = {h.name: None for h in hosts}
         targets, servers = _resolve(run, hosts, image)
         targets, boot_ids = _hostvars(run, run.live(targets), ident)
-        tokens = _prepare_boot_servers(run, targets, servers, image, disk, ident)
+        tokens = _prepare_boot_servers(run, targets, servers, disk, ident)
         live = run.live(targets)
         since = {t.name: time.time() - 2 for t in live}  # the boot server's clock, roughly
         _power_on(run, live)
@@ -483,9 +490,12 @@ def image_hosts(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, progre
             if at is None:
                 run.fail(t.name, dhcp_error(t, timeouts.dhcp, dhcp["ignored"]))
             else:
-                run.note(t.name, "DHCP request seen by the boot server")
+                run.progress.note(f"{t.name}: DHCP request seen by the boot server "
+                                  f"{at - since[t.name]:.0f} s after power-on")
                 since[t.name] = at
         requested = run.live(powered)
+        # Off now, not after the others' deploys: a host without DHCP keeps network-booting.
+        _disk_boot(run, [t for t in powered if t not in requested], set())
         reports = _wait(run, "report", requested, timeouts.deploy, tokens, since, ident)
         old_ids: dict[str, set[str]] = {}
         for t in requested:
@@ -497,7 +507,6 @@ def image_hosts(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, progre
             run.note(t.name, f"deployed: {report.get('reason')}")
             old_ids[t.name] = {i for i in (boot_ids.get(t.name), ramdisk_boot_id(report)) if i}
         deployed = {t.name for t in run.live(requested)}
-        _disk_boot(run, powered, deployed)
-        _check(run, [t for t in run.live(requested) if t.name in deployed], image, old_ids,
-               ident)
+        _disk_boot(run, requested, deployed)
+        _check(run, [t for t in run.live(requested) if t.name in deployed], old_ids, ident)
     return run.errors

@@ -15,6 +15,7 @@ from racklift.errors import RackliftError
 from racklift.netbox.reader import read_hosts
 from racklift.pipeline import lock
 from racklift.pipeline import report as reports
+from racklift.pipeline.image import image_hosts
 from racklift.pipeline.model import PipelineRun
 from racklift.pipeline.plan import PROVISION, REIMAGE, STAGES, Options
 from racklift.pipeline.progress import NORMAL, QUIET, VERBOSE, Progress
@@ -66,7 +67,8 @@ def _execute(chosen, options: Options, *, check: bool, json: bool, quiet: bool,
         extravars["racklift_batch_size"] = batch_size
     with operator_errors(), _terminated_as_interrupt():
         result: PipelineRun = run(connect(), chosen, options, check=check, progress=progress,
-                                  scheduler=scheduler_from_env(), extravars=extravars)
+                                  scheduler=scheduler_from_env(), image=image_hosts,
+                                  extravars=extravars)
     console.print(reports.table(result, f"{options.verb}: {chosen.describe()}"
                                         f"{' (check: nothing changed)' if check else ''}"))
     counts = ", ".join(f"{n} {k}" for k, n in reports.summary(result).items() if k != "hosts")

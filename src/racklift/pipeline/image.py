@@ -386,10 +386,10 @@ def _parallel(targets: list[Target], work: Callable[[Target], None]) -> None:
 
 def _power_on(run: _Run, targets: list[Target]) -> None:
     def one(t: Target) -> None:
-        run.started[t.name] = time.monotonic()
         _bmc(run, t, "network boot", lambda bmc: bmc.network_boot_once())
         if run.errors.get(t.name) is None:
             run.note(t.name, "network boot once, powered on through Redfish")
+            run.started[t.name] = time.monotonic()
     _parallel(targets, one)
 
 

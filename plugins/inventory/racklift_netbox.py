@@ -8,9 +8,10 @@ short_description: GPU hosts and their expected state, from NetBox
 description:
   - Reads devices from NetBox in a bounded number of bulk requests (racklift.netbox.reader)
     and groups them by site, rack, role, status and platform.
-  - Every host carries its expected state from NetBox in C(racklift_expected), the racklift
-    config context in C(racklift_config), and incomplete records in C(racklift_problems)
-    (such hosts are also in the group C(racklift_incomplete)).
+  - Every host carries its expected state from NetBox in C(racklift_expected) (all of
+    racklift's model but the config context), the racklift config context in
+    C(racklift_config), and incomplete records in C(racklift_problems) (such hosts are also
+    in the group C(racklift_incomplete)).
   - A failure (NetBox unreachable, bad token, unknown rack or site) fails the inventory;
     set C(unparsed_is_failed) so Ansible does not carry on with an empty one.
 extends_documentation_fragment:

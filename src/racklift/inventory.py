@@ -35,10 +35,14 @@ def host_groups(host: ExpectedHost) -> list[str]:
 
 
 def host_vars(host: ExpectedHost) -> dict[str, Any]:
+    # Ansible copies every value of every host var, and --list writes each: the config
+    # context is in racklift_config, so racklift_expected leaves it out.
+    expected = host.to_dict()
+    del expected["config"]
     variables: dict[str, Any] = {
         "netbox_id": host.netbox_id,
         "netbox_status": host.status,
-        "racklift_expected": host.to_dict(),
+        "racklift_expected": expected,
         "racklift_config": host.config,
         "racklift_problems": [str(p) for p in host.problems],
     }

@@ -1,6 +1,6 @@
 from racklift.inventory import INCOMPLETE_GROUP, build_inventory, group_name
 from racklift.netbox.model import DeviceTypeRef, ExpectedHost, ExpectedInterface, Problem
-from racklift.netbox.reader import reads_everything
+from racklift.netbox.reader import _rest_shaped, _rest_shaped_ip, reads_everything
 
 
 def host(name: str, rack: str = "R01", problems=(), ip: str | None = "10.16.0.1/16"):
@@ -33,6 +33,13 @@ def test_hosts_are_grouped_by_site_rack_role_status():
     assert hv["racklift_config"] == {"os_image": "debian-12-gpu"}
 
 
+def test_expected_model_holds_everything_but_the_config_context_once():
+    h = host("gpu-0001")
+    hv = build_inventory([h])["_meta"]["hostvars"]["gpu-0001"]
+    assert "config" not in hv["racklift_expected"]
+    assert {**hv["racklift_expected"], "config": hv["racklift_config"]} == h.to_dict()
+
+
 def test_incomplete_hosts_stay_in_the_inventory_with_their_problems():
     problem = Problem("gpu-0003", "primary_ip4", "no primary IP")
     inv = build_inventory([host("gpu-0003", problems=[problem], ip=None)])
@@ -43,7 +50,19 @@ def test_incomplete_hosts_stay_in_the_inventory_with_their_problems():
 
 
 def test_a_whole_site_reads_every_component_a_rack_reads_its_own():
-    assert reads_everything(selected_interfaces=110_000, all_interfaces=110_000)
-    assert reads_everything(selected_interfaces=60_000, all_interfaces=110_000)
-    assert not reads_everything(selected_interfaces=88, all_interfaces=110_000)
-    assert reads_everything(selected_interfaces=0, all_interfaces=0)  # an empty NetBox
+    assert reads_everything(selected=10_000, total=10_000)
+    assert reads_everything(selected=6_000, total=10_000)
+    assert not reads_everything(selected=8, total=10_000)
+    assert reads_everything(selected=0, total=0)  # an empty NetBox
+
+
+def test_graphql_devices_and_addresses_are_shaped_as_rest_returns_them():
+    device = {"id": 7, "position": "12.5", "site": {"slug": "lab1"}}
+    assert _rest_shaped(device) == {"id": 7, "position": 12.5, "site": {"slug": "lab1"}}
+    assert _rest_shaped({"id": 8, "position": None}) == {"id": 8, "position": None}
+    ip = {"id": 3, "address": "10.16.0.1/16", "assigned_object": {"id": 41}}
+    assert _rest_shaped_ip(ip) == {"id": 3, "address": "10.16.0.1/16",
+                                   "assigned_object_type": "dcim.interface",
+                                   "assigned_object_id": 41}
+    assert _rest_shaped_ip({"id": 4, "address": "10.0.0.1/24", "assigned_object": {}}) is None
+    assert _rest_shaped_ip({"id": 5, "address": "10.0.0.2/24", "assigned_object": None}) is None

@@ -17,6 +17,7 @@ from typing import Any
 
 import pynetbox
 import requests
+from requests.adapters import HTTPAdapter
 
 from racklift.errors import NetBoxError
 
@@ -26,6 +27,7 @@ CURSOR_VERSION = (4, 6)
 PAGE_SIZE = 1000  # NetBox's default MAX_PAGE_SIZE
 WRITE_CHUNK = 250  # objects per bulk request: one transaction each
 READ_WORKERS = 4
+READ_CONNECTIONS = 4 * READ_WORKERS
 
 
 @dataclass(frozen=True)
@@ -182,6 +184,11 @@ class NetBox:
         self.api = pynetbox.api(settings.url, token=settings.token)
         self.api.http_session.headers.update(
             {"Authorization": auth_header(settings.token), "Accept": "application/json"})
+        # Reads overlap (racklift.netbox.reader), each with READ_WORKERS threads: keep a
+        # connection for each, where requests' default pool keeps 10 and opens the rest anew.
+        adapter = HTTPAdapter(pool_maxsize=READ_CONNECTIONS)
+        for scheme in ("http://", "https://"):
+            self.api.http_session.mount(scheme, adapter)
         self.timeout = timeout
         self.version = ""
 

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -332,12 +332,28 @@ def down(instance: NetBoxInstance) -> bool:
     if pid is None:
         return False
     os.kill(pid, signal.SIGTERM)
-    for _ in range(100):
+    # Workers finish their requests first: on a busy machine that takes seconds.
+    for _ in range(300):
+        _reap(pid)
         if _read_pid(instance) is None and not services.port_open(instance.port):
             return True
         time.sleep(0.1)
     os.killpg(pid, signal.SIGKILL)
+    for _ in range(50):
+        _reap(pid)
+        if _read_pid(instance) is None:
+            break
+        time.sleep(0.1)
+    # gunicorn leaves its pid file behind when killed, and refuses to start over it.
+    instance.pid_file.unlink(missing_ok=True)
     return True
+
+
+def _reap(pid: int) -> None:
+    """Collect the server's exit status when this process started it, so that it does not
+    linger as a zombie that still looks alive."""
+    with suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
 
 
 def reset(instance: NetBoxInstance, snapshot: str | None = None) -> float:

@@ -27,7 +27,6 @@ from racklift.pipeline.progress import Progress
 from racklift.pipeline.run import run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
-from test_imaging import complete_records  # the VMs made complete GPU-server records
 
 BENCH = vrack.Vrack("racklift-bench", "rlbench0", ipaddress.ip_network("10.92.0.0/24"),
                     ipaddress.ip_network("fd52:4c92::/64"), ipaddress.ip_network("127.0.79.0/24"),
@@ -48,7 +47,6 @@ def main(counts: list[int]) -> None:
     rows = []
     try:
         vrack.up(netbox, max(counts), BENCH)
-        complete_records(netbox)
         stage = functools.partial(image_hosts, options=ImagingOptions(
             extravars={"racklift_vrack_netns": BENCH.netns}))
         for count in counts:

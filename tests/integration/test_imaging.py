@@ -1,17 +1,16 @@
-"""The image stage end to end on the virtual rack, real everything: the test NetBox, the
-pipeline (`run(..., Options(until="image"), image=image_hosts)`), Redfish through sushy-tools
-to libvirt/QEMU (TCG, UEFI) VMs, the boot_server role on the boot server container (dnsmasq,
+"""The image stage end to end on the virtual rack, real everything: the test NetBox, the pipeline
+(`run(..., Options(until="image"), image=image_hosts)`), Redfish through sushy-tools to
+libvirt/QEMU (TCG, UEFI) VMs, the boot_server role on the boot server container (dnsmasq,
 nginx, the deploy API), the deploy ramdisk and the disk image, SSH through the namespace.
 
-The VMs stand in for GPU servers: their device type gets one GPU and one InfiniBand port
-template and their tag a `racklift` config context (os_image debian12), so their NetBox
-records are complete for the pipeline's preflight. Failure cases, each a per-host error and
-`failed` in NetBox: a wrong BMC password (a host var from an extra inventory source), a BMC
-that does not answer (the OOB IP moved to an address where nothing listens), a NIC whose MAC
-is not NetBox's (short DHCP timeout), a corrupted image (ImagingOptions.images: for one host a
-truncated copy of the image, under another build id, with the real image's checksum).
-At most two VMs boot at once (2 cores).
-"""
+The VMs stand in for GPU servers (racklift.lab.vrack gives their device type one GPU and one
+InfiniBand port template and their tag a `racklift` config context with the OS image), so their
+NetBox records are complete for the pipeline's preflight. Failure cases, each a per-host error
+and `failed` in NetBox: a wrong BMC password (a host var from an extra inventory source), a BMC
+that does not answer (the OOB IP moved to an address where nothing listens), a NIC whose MAC is
+not NetBox's (short DHCP timeout), a corrupted image (ImagingOptions.images: for one host a
+truncated copy of the image, under another build id, with the real image's checksum). At most
+two VMs boot at once (2 cores)."""
 
 from __future__ import annotations
 
@@ -31,8 +30,7 @@ import pytest
 
 from racklift.imaging import deploy_data, diskimage
 from racklift.lab import hosts as lab_hosts
-from racklift.lab import netbox_server, seed, vrack
-from racklift.netbox.client import NetBox
+from racklift.lab import vrack
 from racklift.netbox.reader import Selection
 from racklift.paths import REPO_ROOT
 from racklift.pipeline import image as imaging
@@ -53,39 +51,11 @@ MIB = 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def netbox(instance, settings) -> NetBox:
-    netbox_server.reset(instance)
-    return NetBox.connect(settings)
-
-
-def complete_records(netbox: NetBox) -> None:
-    """What a GPU server's record has and the VMs' lack: GPU and IB templates, a context."""
-    device_type = netbox.get_all("dcim/device-types", {"slug": vrack.VM_TYPE})[0]
-    netbox.get_or_create("dcim/interface-templates",
-                         {"device_type_id": device_type["id"], "name": "mlx5_0"},
-                         {"device_type": device_type["id"], "name": "mlx5_0",
-                          "type": "infiniband-ndr"})
-    role, _ = netbox.get_or_create("dcim/inventory-item-roles", {"slug": "gpu"},
-                                   {"name": "GPU", "color": "8bc34a"})
-    maker, _ = netbox.get_or_create("dcim/manufacturers", {"slug": "nvidia"},
-                                    {"name": "NVIDIA"})
-    netbox.get_or_create("dcim/inventory-item-templates",
-                         {"device_type_id": device_type["id"], "name": "GPU0"},
-                         {"device_type": device_type["id"], "name": "GPU0", "role": role["id"],
-                          "manufacturer": maker["id"], "part_id": "NVIDIA H100 80GB HBM3"})
-    netbox.get_or_create("extras/config-contexts", {"name": "racklift-lab-vm"},
-                         {"name": "racklift-lab-vm", "tags": [vrack.TAG_VM], "data": {"racklift": {
-                             "provisioning_interface": seed.PROVISIONING,
-                             "os_image": diskimage.IMAGE_NAME}}})
-
-
-@pytest.fixture(scope="module")
 def rack(netbox):
     vrack.down(netbox, RACK)  # leftovers of an interrupted run
     try:
         started = time.monotonic()
         result = vrack.up(netbox, VMS, RACK)
-        complete_records(netbox)
         print(f"\n[imaging] virtual rack up with {VMS} VMs in {time.monotonic() - started:.0f} s")
         yield result
     finally:

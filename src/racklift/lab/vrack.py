@@ -52,6 +52,7 @@ from xml.sax.saxutils import escape
 import requests
 
 from racklift.errors import LabError
+from racklift.imaging import diskimage
 from racklift.lab import hosts, podman, seed, vrack_uplink
 from racklift.netbox.bootstrap import ROLE_GPU_SERVER, TAG_LAB, bootstrap
 from racklift.netbox.client import NetBox
@@ -636,6 +637,29 @@ def _ensure_devices(netbox: NetBox, wanted: list[dict]) -> dict[str, int]:
     return {**existing, **{d["name"]: d["id"] for d in created}}
 
 
+def _stand_in_for_gpu_servers(netbox: NetBox, device_type_id: int) -> None:
+    """What a GPU server's record has and a VM's would lack, so the pipeline's preflight takes
+    the VMs as the GPU servers they stand in for: one GPU and one InfiniBand port template on
+    their device type, and a `racklift` config context with the OS image. They have neither
+    device: verify refuses them, so the lab images them only (`provision --until image`)."""
+    netbox.get_or_create("dcim/interface-templates",
+                         {"device_type_id": device_type_id, "name": "mlx5_0"},
+                         {"device_type": device_type_id, "name": "mlx5_0",
+                          "type": "infiniband-ndr"})
+    gpu_role, _ = netbox.get_or_create("dcim/inventory-item-roles", {"slug": "gpu"},
+                                       {"name": "GPU", "color": "8bc34a"})
+    maker, _ = netbox.get_or_create("dcim/manufacturers", {"slug": "nvidia"},
+                                    {"name": "NVIDIA"})
+    netbox.get_or_create("dcim/inventory-item-templates",
+                         {"device_type_id": device_type_id, "name": "GPU0"},
+                         {"device_type": device_type_id, "name": "GPU0", "role": gpu_role["id"],
+                          "manufacturer": maker["id"], "part_id": "NVIDIA H100 80GB HBM3"})
+    netbox.get_or_create("extras/config-contexts", {"name": "racklift-lab-vm"},
+                         {"name": "racklift-lab-vm", "tags": [TAG_VM], "data": {"racklift": {
+                             "provisioning_interface": seed.PROVISIONING,
+                             "os_image": diskimage.IMAGE_NAME}}})
+
+
 def register(netbox: NetBox, rack: Vrack, vms: tuple[VmPlan, ...]) -> dict[str, int]:
     """The VMs and the boot server as NetBox devices; returns their ids by name."""
     bootstrap(netbox)
@@ -652,6 +676,7 @@ def register(netbox: NetBox, rack: Vrack, vms: tuple[VmPlan, ...]) -> dict[str, 
                                       {"site": site["id"], "name": rack.rack, "status": "active",
                                        "tags": [{"slug": TAG_LAB}]})
     types = _ensure_types(netbox)
+    _stand_in_for_gpu_servers(netbox, types[VM_TYPE])
     common = {"site": site["id"], "rack": nb_rack["id"]}
     vm_tags = [{"slug": t} for t in (TAG_LAB, TAG_VM, TAG_PROV)]
     devices = _ensure_devices(netbox, [

@@ -8,7 +8,10 @@ from invoke import Collection, task
 from invoke.exceptions import Exit
 
 from racklift.console import console
+from racklift.lab import rack as lab_rack
+from racklift.lab import vrack as virtual_rack
 from racklift.tasks import image, lab, mirror, netbox, vrack
+from racklift.tasks.common import connect
 from racklift.tasks.netbox import bootstrap, expected, seed, up
 from racklift.tasks.pipeline import locks, provision, reimage, unlock
 from racklift.tasks.verify import bundle, facts_, parse, verify
@@ -22,7 +25,9 @@ def demo(c):
     expected state), then a lab rack L01 of 4 planned container hosts, one of them with a GPU
     that fell off the bus (Xid 79), provisioned with live progress: configured by the node
     roles, verified against NetBox, 3 joined the pool, 1 refused. The containers run the OS
-    they were made with, so the image stage is skipped (--no-image)."""
+    they were made with, so their image stage is skipped (--no-image). Then the virtual rack
+    V01: a VM behind a Redfish BMC, imaged through racklift's boot server (--until image: it
+    has no GPUs for the gate)."""
     up(c)
     bootstrap(c)
     seed(c, racks=1)
@@ -33,10 +38,14 @@ def demo(c):
     lab.fault(c, host=DEMO_FLAKY_HOST, kind="xid-79")
     with suppress(Exit):  # the refused host is the point of the demo
         provision(c, rack="L01", no_image=True)
-    console.print(f"[bold]{DEMO_FLAKY_HOST} was refused, the others joined the pool.[/] "
-                  f"Heal it and re-image it: racklift lab.heal --host {DEMO_FLAKY_HOST} && "
-                  f"racklift reimage --host {DEMO_FLAKY_HOST} --reason 'GPU reseated' "
-                  "--no-image")
+    vrack.up(c, vms=1)
+    lab_rack.replan(connect(), [vm.name for vm in virtual_rack.plan(1, virtual_rack.LAB)])
+    provision(c, rack=virtual_rack.LAB.rack, until="image")
+    console.print(f"[bold]{DEMO_FLAKY_HOST} was refused, the others joined the pool; the VM "
+                  "was imaged.[/] "
+                  f"Heal the refused host and re-image it: racklift lab.heal --host "
+                  f"{DEMO_FLAKY_HOST} && racklift reimage --host {DEMO_FLAKY_HOST} "
+                  "--reason 'GPU reseated' --no-image")
 
 
 namespace = Collection(demo, provision, reimage, verify, locks, unlock, parse, facts_, bundle)

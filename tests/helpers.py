@@ -1,6 +1,9 @@
-"""Paths the tests share."""
+"""Paths and small tools the tests share."""
 
+from importlib.machinery import SourceFileLoader
+from importlib.util import module_from_spec, spec_from_loader
 from pathlib import Path
+from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -18,3 +21,13 @@ def _test_net():
 
 
 TEST_NET = _test_net()
+
+
+def load_script(path: Path, name: str) -> ModuleType:
+    """A script that is not a module (no .py, or under playbooks/), imported for its functions."""
+    loader = SourceFileLoader(name, str(path))
+    spec = spec_from_loader(loader.name, loader)
+    assert spec is not None
+    module = module_from_spec(spec)
+    loader.exec_module(module)
+    return module

@@ -24,12 +24,11 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
-from importlib.machinery import SourceFileLoader
-from importlib.util import module_from_spec, spec_from_loader
 from pathlib import Path
 
 import pytest
 
+from helpers import load_script
 from racklift.imaging import deploy_data, diskimage, ramdisk
 from racklift.paths import REPO_ROOT
 
@@ -40,12 +39,7 @@ MIB = 1024 * 1024
 
 
 def _load_api():
-    loader = SourceFileLoader("racklift_deploy_api", str(API_SCRIPT))
-    spec = spec_from_loader(loader.name, loader)
-    assert spec is not None
-    module = module_from_spec(spec)
-    loader.exec_module(module)
-    return module
+    return load_script(API_SCRIPT, "racklift_deploy_api")
 
 
 class _QuietFiles(SimpleHTTPRequestHandler):

@@ -22,12 +22,11 @@ import shutil
 import subprocess
 import tempfile
 import time
-from importlib.machinery import SourceFileLoader
-from importlib.util import module_from_spec, spec_from_loader
 from pathlib import Path
 
 import pytest
 
+from helpers import load_script
 from racklift.imaging import deploy_data, diskimage
 from racklift.lab import hosts as lab_hosts
 from racklift.lab import vrack
@@ -267,10 +266,7 @@ JOURNAL = """\
 
 
 def _wait_script():
-    loader = SourceFileLoader("image_wait", str(REPO_ROOT / "playbooks/files/image_wait.py"))
-    module = module_from_spec(spec_from_loader(loader.name, loader))
-    loader.exec_module(module)
-    return module
+    return load_script(REPO_ROOT / "playbooks/files/image_wait.py", "image_wait")
 
 
 def test_wait_script_reads_dnsmasq_requests_and_ignored_macs():

@@ -13,13 +13,12 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from importlib.machinery import SourceFileLoader
-from importlib.util import module_from_spec, spec_from_loader
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from helpers import load_script
 from racklift.paths import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "roles" / "boot_server" / "files" / "racklift-deploy-api"
@@ -29,12 +28,7 @@ DEPLOY = {"host": "vm-01", "hostname": "vm-01", "image": {"name": "debian12"}}
 
 
 def _load() -> ModuleType:
-    loader = SourceFileLoader("racklift_deploy_api", str(SCRIPT))
-    spec = spec_from_loader(loader.name, loader)
-    assert spec is not None
-    module = module_from_spec(spec)
-    loader.exec_module(module)
-    return module
+    return load_script(SCRIPT, "racklift_deploy_api")
 
 
 api = _load()

@@ -44,5 +44,16 @@ def test_quiet_shows_only_failures_verbose_every_task():
     progress.stage(["h1"], "configure")
     progress.event(HostEvent("h1", "start", "base_os : chrony"))
     progress.event(HostEvent("h1", "changed", "base_os : chrony"))
-    assert lines[1:] == ["[   0.0s] h1: configure: base_os : chrony",
+    assert lines[1:] == ["[   0.0s] h1: configure base_os : chrony",
                          "[   0.0s] h1: changed: base_os : chrony"]
+
+
+def test_a_helper_host_of_a_stage_shows_without_a_stage():
+    progress, lines, clock = make(NORMAL)
+    progress.stage(["vm1"], "image")
+    progress.event(HostEvent("boot1", "start", "Wait on the boot server"))
+    clock.now += 11
+    progress.event(HostEvent("boot1", "failed", "Wait on the boot server", "dnsmasq died"))
+    assert lines[1:] == [
+        "[  11.0s] boot1: FAILED: failed at 'Wait on the boot server': dnsmasq died",
+        "[  11.0s] boot1: 11s, Wait on the boot server"]

@@ -14,9 +14,13 @@ QUIET, NORMAL, VERBOSE = 0, 1, 2
 
 @dataclass
 class HostProgress:
-    stage: str = "select"
+    stage: str = ""  # empty: a helper host of the stage (e.g. the boot server)
     task: str = ""
     stage_started: float = field(default_factory=time.monotonic)
+
+
+def _prefix(stage: str) -> str:
+    return f"{stage} " if stage else ""
 
 
 class Progress:
@@ -50,14 +54,16 @@ class Progress:
     def failed(self, host: str, stage: str, why: str) -> None:
         if (host, stage) not in self._failed:  # the first reason; the report has them all
             self._failed.add((host, stage))
-            self._line(f"{host}: {stage} FAILED: {why}")  # shown even when quiet
+            self._line(f"{host}: {_prefix(stage)}FAILED: {why}")  # shown even when quiet
 
     def event(self, event: HostEvent) -> None:
-        state = self.hosts.setdefault(event.host, HostProgress())
+        state = self.hosts.get(event.host)
+        if state is None:  # a host the stage uses without working on it (the boot server)
+            state = self.hosts[event.host] = HostProgress(stage_started=self.clock())
         if event.kind == "start":
             state.task = event.task
             if self.level >= VERBOSE:
-                self._line(f"{event.host}: {state.stage}: {event.task}")
+                self._line(f"{event.host}: {_prefix(state.stage)}{event.task}")
         elif event.kind in ("failed", "unreachable"):
             self.failed(event.host, state.stage, failure_text(event))
         elif event.kind == "changed" and self.level >= VERBOSE:
@@ -79,6 +85,6 @@ class Progress:
         for (stage, task), members in list(groups.items())[:6]:
             elapsed = now - min(s.stage_started for _, s in members)
             who = members[0][0] if len(members) == 1 else f"{len(members)} hosts"
-            parts.append(f"{who}: {stage} {elapsed:.0f}s, {task}")
+            parts.append(f"{who}: {_prefix(stage)}{elapsed:.0f}s, {task}")
         more = f"; and {len(groups) - 6} other tasks" if len(groups) > 6 else ""
         self._line("; ".join(parts) + more)

@@ -14,7 +14,6 @@ import ipaddress
 import re
 import sys
 import time
-from pathlib import Path
 
 from common import connect, lab, load, machine
 
@@ -25,8 +24,6 @@ from racklift.pipeline.image import ImagingOptions, image_hosts
 from racklift.pipeline.plan import REIMAGE, Options
 from racklift.pipeline.progress import Progress
 from racklift.pipeline.run import run
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
 
 BENCH = vrack.Vrack("racklift-bench", "rlbench0", ipaddress.ip_network("10.92.0.0/24"),
                     ipaddress.ip_network("fd52:4c92::/64"), ipaddress.ip_network("127.0.79.0/24"),

@@ -115,7 +115,7 @@ def run_playbook(name: str, hosts: Iterable[str], settings: NetBoxSettings,
                  artifacts: Path | None = None, ident: str | None = None,
                  extravars: Mapping[str, Any] | None = None,
                  on_event: Callable[[HostEvent], None] | None = None,
-                 capture: Iterable[str] = (), check: bool = False) -> PlaybookResult:
+                 capture: Iterable[str] = ()) -> PlaybookResult:
     """`ansible-playbook playbooks/NAME --limit HOSTS` with the NetBox inventory narrowed to
     those hosts; per-host failures come back instead of ending the run. Runner artifacts go to
     `artifacts/<ident>` (kept) or a temporary directory (removed). Extra vars must not hold
@@ -144,12 +144,11 @@ def run_playbook(name: str, hosts: Iterable[str], settings: NetBoxSettings,
     private = Path(artifacts) if artifacts else Path(tempfile.mkdtemp(prefix="racklift-ansible-"))
     private.mkdir(parents=True, exist_ok=True)
     ident = ident or f"{Path(name).stem}-{time.strftime('%H%M%S')}"
-    cmdline = "--check --diff" if check else None
     try:
         with _token_file(settings.token) as token_file:
             runner = ansible_runner.interface.init_runner(
                 private_data_dir=str(private), ident=ident, playbook=str(PLAYBOOKS / name),
-                limit=",".join(names), extravars=dict(extravars or {}), cmdline=cmdline,
+                limit=",".join(names), extravars=dict(extravars or {}),
                 project_dir=str(REPO_ROOT), quiet=True, suppress_env_files=True,
                 event_handler=handle, envvars={})
             # The runner seeded its environment from ours (plus its event callback settings):

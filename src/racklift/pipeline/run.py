@@ -58,7 +58,7 @@ def _header(options: Options, run_id: str) -> str:
     return f"racklift {options.verb} (run {run_id})"
 
 
-def _preflight(h: HostRun, options: Options) -> None:
+def _preflight(h: HostRun) -> None:
     if h.plan.skip:
         h.result = SKIPPED
         return
@@ -229,7 +229,7 @@ def run(netbox: NetBox, selection: Selection, options: Options, *, check: bool =
     runs = [HostRun(h, plan_host(h.status, completed.get(h.netbox_id), options),
                     completed.get(h.netbox_id)) for h in hosts]
     for h in runs:
-        _preflight(h, options)
+        _preflight(h)
     todo = [h for h in runs if not h.result]
     progress.note(f"{len(runs)} hosts selected ({selection.describe()}); {len(todo)} to work on"
                   f"; run {run_id}")

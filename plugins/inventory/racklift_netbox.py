@@ -6,12 +6,15 @@ name: racklift_netbox
 plugin_type: inventory
 short_description: GPU hosts and their expected state, from NetBox
 description:
-  - Reads devices from NetBox in a bounded number of bulk requests (racklift.netbox.reader)
-    and groups them by site, rack, role, status and platform.
-  - Every host carries its expected state from NetBox in C(racklift_expected) (all of
-    racklift's model but the config context), the racklift config context in
-    C(racklift_config), and incomplete records in C(racklift_problems) (such hosts are also
-    in the group C(racklift_incomplete)).
+  - Reads devices from NetBox in a bounded number of bulk requests
+    (racklift.netbox.inventory_reader) and groups them by site, rack, role, status, platform
+    and tag.
+  - Every host carries C(ansible_host) (its primary IP), C(netbox_id), C(netbox_status),
+    C(racklift_expected) (serial, rack, tags, OOB IP, provisioning interface and MAC, and the
+    primary MAC and IP addresses of every interface holding one), the racklift config context
+    in C(racklift_config), and incomplete records in C(racklift_problems) (such hosts are also
+    in the group C(racklift_incomplete)). The whole expected model (interface types, GPUs) is
+    what C(racklift verify) reads, not host vars.
   - A failure (NetBox unreachable, bad token, unknown rack or site) fails the inventory;
     set C(unparsed_is_failed) so Ansible does not carry on with an empty one.
 extends_documentation_fragment:

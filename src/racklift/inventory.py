@@ -1,7 +1,10 @@
-"""The Ansible inventory racklift builds from NetBox's expected model.
+"""The Ansible inventory racklift builds from NetBox.
 
 `build_inventory` is pure: hosts in, the `ansible-inventory --list` JSON shape out. The
 `racklift_netbox` inventory plugin (plugins/inventory) and `racklift inventory` both use it.
+Host vars hold what playbooks and operators use, not the whole expected model: Ansible copies
+every value of every host var on the way in and writes each one out for `--list`, which at
+10,000 hosts was most of the time. verify reads the expected model from NetBox itself.
 """
 
 from __future__ import annotations
@@ -12,8 +15,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from racklift.netbox.client import NetBox, NetBoxSettings
-from racklift.netbox.model import ExpectedHost
-from racklift.netbox.reader import Selection, read_hosts
+from racklift.netbox.inventory_reader import read_inventory_hosts
+from racklift.netbox.model import InventoryHost
+from racklift.netbox.reader import Selection
 
 INCOMPLETE_GROUP = "racklift_incomplete"
 
@@ -23,7 +27,7 @@ def group_name(kind: str, value: str) -> str:
     return f"{kind}_" + re.sub(r"[^a-z0-9_]", "_", value.lower())
 
 
-def host_groups(host: ExpectedHost) -> list[str]:
+def host_groups(host: InventoryHost) -> list[str]:
     groups = [group_name("site", host.site), group_name("status", host.status)]
     for kind, value in (("rack", host.rack), ("role", host.role), ("platform", host.platform)):
         if value:
@@ -34,15 +38,16 @@ def host_groups(host: ExpectedHost) -> list[str]:
     return groups
 
 
-def host_vars(host: ExpectedHost) -> dict[str, Any]:
-    # Ansible copies every value of every host var, and --list writes each: the config
-    # context is in racklift_config, so racklift_expected leaves it out.
-    expected = host.to_dict()
-    del expected["config"]
+def host_vars(host: InventoryHost) -> dict[str, Any]:
     variables: dict[str, Any] = {
         "netbox_id": host.netbox_id,
         "netbox_status": host.status,
-        "racklift_expected": expected,
+        "racklift_expected": {
+            "serial": host.serial, "rack": host.rack, "tags": list(host.tags),
+            "oob_ip": host.oob_ip, "provisioning_interface": host.provisioning_interface,
+            "provisioning_mac": host.provisioning_mac,
+            "macs": host.macs, "ips": {name: list(ips) for name, ips in host.ips.items()},
+        },
         "racklift_config": host.config,
         "racklift_problems": [str(p) for p in host.problems],
     }
@@ -51,7 +56,7 @@ def host_vars(host: ExpectedHost) -> dict[str, Any]:
     return variables
 
 
-def build_inventory(hosts: Iterable[ExpectedHost]) -> dict[str, Any]:
+def build_inventory(hosts: Iterable[InventoryHost]) -> dict[str, Any]:
     groups: dict[str, list[str]] = defaultdict(list)
     hostvars: dict[str, dict[str, Any]] = {}
     for host in hosts:
@@ -69,7 +74,7 @@ def build_inventory(hosts: Iterable[ExpectedHost]) -> dict[str, Any]:
 
 
 def load(settings: NetBoxSettings, selection: Selection) -> dict[str, Any]:
-    return build_inventory(read_hosts(NetBox.connect(settings), selection))
+    return build_inventory(read_inventory_hosts(NetBox.connect(settings), selection))
 
 
 def without_unsafe(value: Any) -> Any:

@@ -39,6 +39,9 @@ def test_groups_and_host_vars(instance, seeded_netbox, demo_plan):
     assert hv["netbox_status"] == "planned"
     assert hv["racklift_expected"]["serial"] == first.serial
     assert hv["racklift_expected"]["provisioning_mac"] == first.macs["eno1"]
+    assert hv["racklift_expected"]["macs"] == first.macs
+    assert hv["racklift_expected"]["ips"] == {"eno1": [first.primary_ip], "bmc": [first.oob_ip]}
+    assert hv["racklift_expected"]["tags"] == ["racklift-lab"]
     assert hv["racklift_config"]["nvidia_driver"]["version"] == "550.127.08"
     assert hv["racklift_problems"] == []
     # group_vars next to the inventory source supply defaults to every host.
@@ -48,6 +51,9 @@ def test_groups_and_host_vars(instance, seeded_netbox, demo_plan):
 def test_filters_by_host_and_status(instance, seeded_netbox):
     only_two = listed(instance, RACKLIFT_NAMES="gpu-0002,gpu-0005")
     assert sorted(only_two["_meta"]["hostvars"]) == ["gpu-0002", "gpu-0005"]
+    # A small selection reads its own hosts' components (REST): the same host vars.
+    assert only_two["_meta"]["hostvars"]["gpu-0002"] == listed(instance)["_meta"]["hostvars"][
+        "gpu-0002"]
     none_active = listed(instance, RACKLIFT_STATUSES="active")
     assert none_active["_meta"]["hostvars"] == {}
 

@@ -1,17 +1,17 @@
 from racklift.inventory import INCOMPLETE_GROUP, build_inventory, group_name
-from racklift.netbox.model import DeviceTypeRef, ExpectedHost, ExpectedInterface, Problem
+from racklift.netbox.inventory_reader import RawInventory, build_inventory_hosts
+from racklift.netbox.model import InventoryHost, Problem
 from racklift.netbox.reader import _rest_shaped, _rest_shaped_ip, reads_everything
 
 
 def host(name: str, rack: str = "R01", problems=(), ip: str | None = "10.16.0.1/16"):
-    return ExpectedHost(
-        name=name, netbox_id=1, status="planned", site="lab1", rack=rack, position=1,
-        role="gpu-server", platform=None, device_type=DeviceTypeRef("Supermicro", "X", "x"),
-        serial="S1", asset_tag=None, primary_ip=ip, primary_ip_interface="eno1",
-        oob_ip="10.32.0.1/16", oob_interface="bmc", provisioning_interface="eno1",
-        interfaces=(ExpectedInterface("eno1", "25gbase-x-sfp28", False, True, "02:00:00:00:00:01",
-                                      (ip,) if ip else ()),),
-        gpus=(), config={"os_image": "debian-12-gpu"}, problems=tuple(problems))
+    return InventoryHost(
+        name=name, netbox_id=1, status="planned", site="lab1", rack=rack, role="gpu-server",
+        platform=None, serial="S1", primary_ip=ip, primary_ip_interface="eno1",
+        oob_ip="10.32.0.1/16", provisioning_interface="eno1",
+        macs={"eno1": "02:00:00:00:00:01", "bmc": "02:00:00:00:00:00"},
+        ips={"eno1": (ip,)} if ip else {}, config={"os_image": "debian-12-gpu"},
+        tags=("racklift-lab",), problems=tuple(problems))
 
 
 def test_group_names_are_ansible_safe():
@@ -19,25 +19,29 @@ def test_group_names_are_ansible_safe():
     assert group_name("site", "dc-1.eu") == "site_dc_1_eu"
 
 
-def test_hosts_are_grouped_by_site_rack_role_status():
+def test_hosts_are_grouped_by_site_rack_role_status_and_tag():
     inv = build_inventory([host("gpu-0001"), host("gpu-0002", rack="R02")])
     assert inv["rack_r01"]["hosts"] == ["gpu-0001"]
     assert inv["rack_r02"]["hosts"] == ["gpu-0002"]
     assert inv["site_lab1"]["hosts"] == ["gpu-0001", "gpu-0002"]
     assert inv["status_planned"]["hosts"] == ["gpu-0001", "gpu-0002"]
     assert inv["role_gpu_server"]["hosts"] == ["gpu-0001", "gpu-0002"]
+    assert inv["tag_racklift_lab"]["hosts"] == ["gpu-0001", "gpu-0002"]
     assert "rack_r01" in inv["all"]["children"]
     hv = inv["_meta"]["hostvars"]["gpu-0001"]
     assert hv["ansible_host"] == "10.16.0.1"
-    assert hv["racklift_expected"]["provisioning_mac"] == "02:00:00:00:00:01"
     assert hv["racklift_config"] == {"os_image": "debian-12-gpu"}
 
 
-def test_expected_model_holds_everything_but_the_config_context_once():
-    h = host("gpu-0001")
-    hv = build_inventory([h])["_meta"]["hostvars"]["gpu-0001"]
-    assert "config" not in hv["racklift_expected"]
-    assert {**hv["racklift_expected"], "config": hv["racklift_config"]} == h.to_dict()
+def test_host_vars_hold_what_playbooks_use_and_the_addresses_by_interface():
+    hv = build_inventory([host("gpu-0001")])["_meta"]["hostvars"]["gpu-0001"]
+    assert hv["racklift_expected"] == {
+        "serial": "S1", "rack": "R01", "tags": ["racklift-lab"], "oob_ip": "10.32.0.1/16",
+        "provisioning_interface": "eno1", "provisioning_mac": "02:00:00:00:00:01",
+        "macs": {"eno1": "02:00:00:00:00:01", "bmc": "02:00:00:00:00:00"},
+        "ips": {"eno1": ["10.16.0.1/16"]}}
+    assert hv["netbox_status"] == "planned"
+    assert hv["racklift_problems"] == []
 
 
 def test_incomplete_hosts_stay_in_the_inventory_with_their_problems():
@@ -49,6 +53,56 @@ def test_incomplete_hosts_stay_in_the_inventory_with_their_problems():
     assert hv["racklift_problems"] == ["gpu-0003: primary_ip4: no primary IP"]
 
 
+def device(id_: int, name: str, **extra):
+    return {"id": id_, "name": name, "status": {"value": "planned"}, "site": {"slug": "lab1"},
+            "rack": {"name": "R01"}, "role": {"slug": "gpu-server"}, "platform": None,
+            "device_type": {"id": 5}, "serial": f"S{id_}",
+            "primary_ip4": {"address": f"10.16.0.{id_}/16"}, "oob_ip": {"address": "10.32.0.1/16"},
+            "config_context": {"racklift": {"os_image": "debian-12-gpu"}}, "tags": [], **extra}
+
+
+def iface(id_: int, device_id: int, name: str, mac: str | None = None):
+    return {"id": id_, "device": {"id": device_id}, "name": name,
+            "primary_mac_address": {"mac_address": mac} if mac else None}
+
+
+def ip(address: str, interface_id: int):
+    return {"address": address, "assigned_object_type": "dcim.interface",
+            "assigned_object_id": interface_id}
+
+
+TEMPLATES = {
+    "device_types": [{"id": 5, "slug": "x", "model": "X"}],
+    "interface_templates": [
+        {"device_type": {"id": 5}, "name": "bmc", "type": {"value": "1000base-t"},
+         "mgmt_only": True},
+        {"device_type": {"id": 5}, "name": "ib0", "type": {"value": "infiniband-ndr"},
+         "mgmt_only": False}],
+    "item_templates": [{"device_type": {"id": 5}, "name": "GPU0", "role": {"slug": "gpu"}}],
+}
+
+
+def test_inventory_hosts_carry_macs_and_ips_by_interface_and_their_problems():
+    raw = RawInventory(
+        devices=[device(2, "gpu-0002"), device(1, "gpu-0001")], **TEMPLATES,
+        interfaces=[iface(11, 1, "eno1", "02:aa:00:00:00:01"),
+                    iface(12, 1, "bmc", "02:aa:00:00:00:00"), iface(13, 1, "bond0"),  # IPs, no MAC
+                    iface(21, 2, "eno2", "02:aa:00:00:00:22")],
+        ip_addresses=[ip("10.16.0.1/16", 11), ip("10.32.0.1/16", 12), ip("10.50.0.1/24", 13),
+                      ip("10.50.0.9/24", 13), ip("10.16.0.2/16", 21)],
+    )
+    first, second = build_inventory_hosts(raw)
+    assert first.name == "gpu-0001" and second.name == "gpu-0002"
+    assert first.macs == {"eno1": "02:AA:00:00:00:01", "bmc": "02:AA:00:00:00:00"}
+    assert first.ips == {"eno1": ("10.16.0.1/16",), "bmc": ("10.32.0.1/16",),
+                         "bond0": ("10.50.0.1/24", "10.50.0.9/24")}
+    assert first.primary_ip_interface == "eno1" and first.provisioning_mac == "02:AA:00:00:00:01"
+    assert first.problems == ()
+    # gpu-0002's provisioning interface eno1 holds no MAC; its primary IP sits on eno2.
+    assert [p.field for p in second.problems] == ["interfaces.eno1.primary_mac_address"]
+    assert second.primary_ip_interface == "eno2"
+
+
 def test_a_whole_site_reads_every_component_a_rack_reads_its_own():
     assert reads_everything(selected=10_000, total=10_000)
     assert reads_everything(selected=6_000, total=10_000)
@@ -57,12 +111,15 @@ def test_a_whole_site_reads_every_component_a_rack_reads_its_own():
 
 
 def test_graphql_devices_and_addresses_are_shaped_as_rest_returns_them():
-    device = {"id": 7, "position": "12.5", "site": {"slug": "lab1"}}
-    assert _rest_shaped(device) == {"id": 7, "position": 12.5, "site": {"slug": "lab1"}}
-    assert _rest_shaped({"id": 8, "position": None}) == {"id": 8, "position": None}
-    ip = {"id": 3, "address": "10.16.0.1/16", "assigned_object": {"id": 41}}
-    assert _rest_shaped_ip(ip) == {"id": 3, "address": "10.16.0.1/16",
-                                   "assigned_object_type": "dcim.interface",
-                                   "assigned_object_id": 41}
+    context = {"racklift": {"os_image": "debian-12-gpu"}}
+    device_ = {"id": 7, "position": "12.5", "site": {"slug": "lab1"}}
+    assert _rest_shaped(device_, context, ["lab"]) == {
+        "id": 7, "position": 12.5, "site": {"slug": "lab1"}, "config_context": context,
+        "tags": [{"slug": "lab"}]}
+    assert _rest_shaped({"id": 8, "position": None}, {}, [])["position"] is None
+    address = {"id": 3, "address": "10.16.0.1/16", "assigned_object": {"id": 41}}
+    assert _rest_shaped_ip(address) == {"id": 3, "address": "10.16.0.1/16",
+                                        "assigned_object_type": "dcim.interface",
+                                        "assigned_object_id": 41}
     assert _rest_shaped_ip({"id": 4, "address": "10.0.0.1/24", "assigned_object": {}}) is None
     assert _rest_shaped_ip({"id": 5, "address": "10.0.0.2/24", "assigned_object": None}) is None

@@ -296,12 +296,13 @@ class NetBox:
         return results + self._windows(results[-1]["id"] + 1, highest[0]["id"],
                                        count - len(results), len(results), read)
 
-    def graph_scan(self, endpoint: str, list_name: str,
-                   fields: str) -> list[dict[str, Any]] | None:
+    def graph_scan(self, endpoint: str, list_name: str, fields: str,
+                   filters: str = "") -> list[dict[str, Any]] | None:
         """Every object of `endpoint` through GraphQL (`list_name`, e.g. 'interface_list',
-        selecting `fields`), in id windows like `scan`; ids come back as ints, as in REST.
-        None where GraphQL or its cursor pages are not there (NetBox < 4.6, or
-        GRAPHQL_ENABLED off): then read the REST API.
+        selecting `fields`, narrowed by GraphQL `filters` such as 'name: {exact: "eno1"}'),
+        in id windows like `scan`; ids come back as ints, as in REST. None where GraphQL or
+        its cursor pages are not there (NetBox < 4.6, or GRAPHQL_ENABLED off): then read the
+        REST API.
 
         Why: REST renders each nested object with its URL and display text; GraphQL returns
         only the fields asked for. For 110,000 interfaces with their device and MAC, NetBox
@@ -321,7 +322,7 @@ class NetBox:
 
         def read(start: int, stop: int) -> tuple[list[dict[str, Any]], bool]:
             query = (f"{{ {list_name}(pagination: {{start: {start}, limit: {PAGE_SIZE}}}, "
-                     f"filters: {{id: {{lt: {stop}}}}}) {{ {fields} }} }}")
+                     f"filters: {{id: {{lt: {stop}}} {filters}}}) {{ {fields} }} }}")
             data = self._graphql(query, what)
             rows = [_int_ids(row) for row in (data or {}).get(list_name, [])]
             # GraphQL says nothing of a next page, and the server may cap the page size:

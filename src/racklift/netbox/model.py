@@ -55,8 +55,19 @@ class ExpectedGPU:
     serial: str | None = None
 
 
+class Reachable:
+    """A host record with a primary IP (with its prefix length, as NetBox keeps it)."""
+
+    primary_ip: str | None
+
+    @property
+    def address(self) -> str | None:
+        """The primary IP without its prefix length: what Ansible connects to."""
+        return self.primary_ip.split("/")[0] if self.primary_ip else None
+
+
 @dataclass(frozen=True)
-class ExpectedHost:
+class ExpectedHost(Reachable):
     name: str
     netbox_id: int
     status: str
@@ -80,14 +91,12 @@ class ExpectedHost:
     problems: tuple[Problem, ...] = ()
 
     @property
-    def address(self) -> str | None:
-        """The primary IP without its prefix length: what Ansible connects to."""
-        return self.primary_ip.split("/")[0] if self.primary_ip else None
-
-    @property
     def provisioning_mac(self) -> str | None:
         iface = self.interface(self.provisioning_interface)
         return iface.mac if iface else None
+
+    def has_interface(self, name: str) -> bool | None:
+        return self.interface(name) is not None
 
     @property
     def ib_ports(self) -> tuple[ExpectedInterface, ...]:
@@ -102,3 +111,36 @@ class ExpectedHost:
         data["provisioning_mac"] = self.provisioning_mac
         data["problems"] = [asdict(p) for p in self.problems]
         return data
+
+
+@dataclass(frozen=True)
+class InventoryHost(Reachable):
+    """What Ansible needs of a host, a lighter read than ExpectedHost: who and where it is, how
+    to reach it, its MAC and IP addresses by interface, and its config context. Only
+    interfaces holding an address are read, so neither their types nor the GPUs are known."""
+
+    name: str
+    netbox_id: int
+    status: str
+    site: str
+    rack: str | None
+    role: str | None
+    platform: str | None
+    serial: str | None
+    primary_ip: str | None
+    primary_ip_interface: str | None
+    oob_ip: str | None
+    provisioning_interface: str
+    macs: dict[str, str] = field(default_factory=dict)  # interface → primary MAC, upper case
+    ips: dict[str, tuple[str, ...]] = field(default_factory=dict)  # interface → addresses
+    config: dict[str, Any] = field(default_factory=dict)
+    tags: tuple[str, ...] = ()
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def provisioning_mac(self) -> str | None:
+        return self.macs.get(self.provisioning_interface)
+
+    def has_interface(self, name: str) -> bool | None:
+        """True for an interface holding an address; None (unknown) for any other name."""
+        return True if name in self.macs or name in self.ips else None

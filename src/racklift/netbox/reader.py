@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -29,6 +29,7 @@ from racklift.netbox.model import (
     ExpectedGPU,
     ExpectedHost,
     ExpectedInterface,
+    InventoryHost,
     Problem,
 )
 
@@ -131,7 +132,7 @@ def reads_everything(selected: int, total: int) -> bool:
     return selected >= WHOLE_READ_SHARE * total
 
 
-def _ref_id(row: Json, key: str) -> int | None:
+def ref_id(row: Json, key: str) -> int | None:
     ref = row.get(key)
     return ref["id"] if ref else None
 
@@ -139,10 +140,10 @@ def _ref_id(row: Json, key: str) -> int | None:
 # The same fields as INTERFACE_FIELDS, in GraphQL: what build_hosts reads of an interface.
 INTERFACE_GRAPHQL = ("id name type mgmt_only enabled device { id } "
                      "primary_mac_address { mac_address }")
-# The same fields as DEVICE_FIELDS, in GraphQL: what build_hosts reads of a device.
+# The fields of DEVICE_FIELDS but the config context and tags, in GraphQL (all_devices).
 DEVICE_GRAPHQL = ("id name status serial asset_tag position site { slug } rack { name } "
                   "role { slug } platform { slug } device_type { id } primary_ip4 { address } "
-                  "primary_ip6 { address } oob_ip { address } tags { slug } config_context")
+                  "primary_ip6 { address } oob_ip { address }")
 
 
 def _all_interfaces(netbox: NetBox) -> list[Json]:
@@ -157,7 +158,7 @@ def _all_interfaces(netbox: NetBox) -> list[Json]:
 IP_GRAPHQL = "id address assigned_object { ... on InterfaceType { id } }"
 
 
-def _interface_ips(netbox: NetBox) -> list[Json]:
+def interface_ips(netbox: NetBox) -> list[Json]:
     """Every IP address assigned to an interface, shaped as REST returns it (IP_FIELDS):
     through GraphQL where it is there (two thirds of REST's work)."""
     found = netbox.graph_scan("ipam/ip-addresses", "ip_address_list", IP_GRAPHQL)
@@ -177,38 +178,101 @@ def _rest_shaped_ip(ip: Json) -> Json | None:
             "assigned_object_id": holder}
 
 
-def _rest_shaped(device: Json) -> Json:
-    """A GraphQL device as REST returns it: GraphQL gives the position (a decimal) as text."""
+def _rest_shaped(device: Json, context: Json, tags: list[str]) -> Json:
+    """A GraphQL device as REST returns it, with its config context and tags: GraphQL gives
+    the position (a decimal) as text."""
+    shaped = {**device, "config_context": context, "tags": [{"slug": t} for t in tags]}
     if device.get("position") is not None:
-        return {**device, "position": float(device["position"])}
-    return device
+        shaped["position"] = float(device["position"])
+    return shaped
 
 
-def _all_devices(netbox: NetBox, params: Mapping[str, Any]) -> list[Json]:
-    """Every device through GraphQL where it is there (about half NetBox's work of REST, which
-    renders each nested object with its URL), else the selected ones through REST."""
-    found = netbox.graph_scan("dcim/devices", "device_list", DEVICE_GRAPHQL)
-    if found is None:
-        return netbox.scan("dcim/devices", params, fields=DEVICE_FIELDS)
-    return [_rest_shaped(d) for d in found]
+def _device_tags(netbox: NetBox) -> dict[int, list[str]]:
+    """Each device's tag slugs, from the ids of every tag's devices."""
+    tags = [t["slug"] for t in netbox.get_all("extras/tags", fields=("slug", "tagged_items"))
+            if t.get("tagged_items", 1)]
+    found: dict[int, list[str]] = defaultdict(list)
+    for slug in sorted(tags):
+        for device in netbox.scan("dcim/devices", {"tag": slug}, fields=("id",)):
+            found[device["id"]].append(slug)
+    return found
+
+
+def all_devices(netbox: NetBox, params: Mapping[str, Any]) -> list[Json]:
+    """Every device through GraphQL where it is there, else the selected ones through REST.
+
+    GraphQL costs NetBox about half the work of REST, which renders each nested object with
+    its URL, except for config contexts and tags (rendered per device, about a third of the
+    whole): those come from a flat REST read of the contexts and each tag's device ids.
+    """
+    with ThreadPoolExecutor(3) as pool:
+        found_read = pool.submit(netbox.graph_scan, "dcim/devices", "device_list",
+                                 DEVICE_GRAPHQL)
+        contexts_read = pool.submit(netbox.scan, "dcim/devices", None, ("config_context",))
+        tags_read = pool.submit(_device_tags, netbox)
+        found = found_read.result()
+        if found is None:
+            return netbox.scan("dcim/devices", params, fields=DEVICE_FIELDS)
+        contexts = {d["id"]: d.get("config_context") or {} for d in contexts_read.result()}
+        tags = tags_read.result()
+    # A device created between the reads has no context read: the next read has it.
+    return [_rest_shaped(d, contexts[d["id"]], tags.get(d["id"], []))
+            for d in found if d["id"] in contexts]
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """The devices a selection holds, and how to read them."""
+
+    params: dict[str, Any]  # REST filters of the selected devices
+    ids: set[int] | None  # None: every device
+    whole: bool  # read every device and component, keep the selection's (reads_everything)
+
+    def holds(self, device_id: int | None) -> bool:
+        return self.ids is None or device_id in self.ids
+
+
+def choose(netbox: NetBox, selection: Selection) -> Chosen:
+    params = device_params(netbox, selection)
+    # No filter selects every device: no need to ask which, nor to count.
+    ids = ({d["id"] for d in netbox.scan("dcim/devices", params, fields=("id",))}
+           if params else None)
+    whole = ids is None or reads_everything(len(ids), netbox.count("dcim/devices"))
+    return Chosen(params, ids, whole)
+
+
+@dataclass(frozen=True)
+class TypeReads:
+    """The device types of the selected devices and their templates, being read."""
+
+    device_types: Future[list[Json]]
+    interface_templates: Future[list[Json]]
+    item_templates: Future[list[Json]]
+
+
+def read_types(pool: ThreadPoolExecutor, netbox: NetBox, devices: list[Json]) -> TypeReads:
+    type_ids = sorted({d["device_type"]["id"] for d in devices})
+    return TypeReads(
+        pool.submit(netbox.get_for_ids, "dcim/device-types", "id", type_ids,
+                    fields=DEVICE_TYPE_FIELDS),
+        pool.submit(netbox.get_for_ids, "dcim/interface-templates", "device_type_id",
+                    type_ids, fields=IFACE_TEMPLATE_FIELDS),
+        pool.submit(netbox.get_for_ids, "dcim/inventory-item-templates", "device_type_id",
+                    type_ids, fields=ITEM_TEMPLATE_FIELDS))
 
 
 def fetch(netbox: NetBox, selection: Selection) -> RawModel:
-    params = device_params(netbox, selection)
-    # No filter selects every device: no need to ask which, nor to count.
-    selected = ({d["id"] for d in netbox.scan("dcim/devices", params, fields=("id",))}
-                if params else None)
-    whole = selected is None or reads_everything(len(selected), netbox.count("dcim/devices"))
+    chosen = choose(netbox, selection)
     with ThreadPoolExecutor(FETCH_WORKERS) as pool:
-        if whole:
-            devices_read = pool.submit(_all_devices, netbox, params)
+        if chosen.whole:
+            devices_read = pool.submit(all_devices, netbox, chosen.params)
             interfaces_read = pool.submit(_all_interfaces, netbox)
-            ips_read = pool.submit(_interface_ips, netbox)
+            ips_read = pool.submit(interface_ips, netbox)
             items_read = pool.submit(netbox.scan, "dcim/inventory-items", ITEM_PARAMS,
                                      ITEM_FIELDS)
         else:
-            ids = selected or set()
-            devices_read = pool.submit(netbox.scan, "dcim/devices", params, DEVICE_FIELDS)
+            ids = chosen.ids or set()
+            devices_read = pool.submit(netbox.scan, "dcim/devices", chosen.params, DEVICE_FIELDS)
             interfaces_read = pool.submit(netbox.get_for_ids, "dcim/interfaces", "device_id",
                                           ids, fields=INTERFACE_FIELDS)
             ips_read = pool.submit(netbox.get_for_ids, "ipam/ip-addresses", "device_id", ids,
@@ -216,26 +280,19 @@ def fetch(netbox: NetBox, selection: Selection) -> RawModel:
             items_read = pool.submit(netbox.get_for_ids, "dcim/inventory-items", "device_id",
                                      ids, ITEM_PARAMS, ITEM_FIELDS)
         # Only the devices whose components were asked for: not one created meanwhile.
-        devices = [d for d in devices_read.result() if selected is None or d["id"] in selected]
-        type_ids = sorted({d["device_type"]["id"] for d in devices})
-        device_types = pool.submit(netbox.get_for_ids, "dcim/device-types", "id", type_ids,
-                                   fields=DEVICE_TYPE_FIELDS)
-        interface_templates = pool.submit(netbox.get_for_ids, "dcim/interface-templates",
-                                          "device_type_id", type_ids,
-                                          fields=IFACE_TEMPLATE_FIELDS)
-        item_templates = pool.submit(netbox.get_for_ids, "dcim/inventory-item-templates",
-                                     "device_type_id", type_ids, fields=ITEM_TEMPLATE_FIELDS)
+        devices = [d for d in devices_read.result() if chosen.holds(d["id"])]
+        types = read_types(pool, netbox, devices)
         device_ids = {d["id"] for d in devices}
         interfaces = [i for i in interfaces_read.result()
-                      if _ref_id(i, "device") in device_ids]
+                      if ref_id(i, "device") in device_ids]
         interface_ids = {i["id"] for i in interfaces}
         ip_addresses = [ip for ip in ips_read.result()
                         if ip.get("assigned_object_id") in interface_ids]
-        items = [i for i in items_read.result() if _ref_id(i, "device") in device_ids]
+        items = [i for i in items_read.result() if ref_id(i, "device") in device_ids]
         return RawModel(
-            devices=devices, device_types=device_types.result(),
-            interface_templates=interface_templates.result(),
-            item_templates=item_templates.result(),
+            devices=devices, device_types=types.device_types.result(),
+            interface_templates=types.interface_templates.result(),
+            item_templates=types.item_templates.result(),
             interfaces=interfaces, ip_addresses=ip_addresses, items=items,
         )
 
@@ -264,7 +321,7 @@ def _value(choice: Any) -> str:
     return choice.get("value") if isinstance(choice, Mapping) else str(choice)
 
 
-def _group(rows: Iterable[Json], key: str) -> dict[int, list[Json]]:
+def group_by_ref(rows: Iterable[Json], key: str) -> dict[int, list[Json]]:
     grouped: dict[int, list[Json]] = defaultdict(list)
     for row in rows:
         ref = row.get(key)
@@ -275,10 +332,10 @@ def _group(rows: Iterable[Json], key: str) -> dict[int, list[Json]]:
 
 def build_hosts(raw: RawModel) -> list[ExpectedHost]:
     types = {t["id"]: t for t in raw.device_types}
-    iface_templates = _group(raw.interface_templates, "device_type")
-    item_templates = _group(raw.item_templates, "device_type")
-    interfaces = _group(raw.interfaces, "device")
-    items = _group(raw.items, "device")
+    iface_templates = group_by_ref(raw.interface_templates, "device_type")
+    item_templates = group_by_ref(raw.item_templates, "device_type")
+    interfaces = group_by_ref(raw.interfaces, "device")
+    items = group_by_ref(raw.items, "device")
     ips_by_interface: dict[int, list[str]] = defaultdict(list)
     for ip in raw.ip_addresses:
         if ip.get("assigned_object_type") == "dcim.interface" and ip.get("assigned_object_id"):
@@ -294,12 +351,40 @@ def build_hosts(raw: RawModel) -> list[ExpectedHost]:
     return sorted(hosts, key=lambda h: h.name)
 
 
+def record_fields(device: Json) -> dict[str, Any]:
+    """What ExpectedHost and InventoryHost both take from a device as NetBox returns it."""
+    context = (device.get("config_context") or {}).get(CONTEXT_KEY) or {}
+    return {
+        "name": device.get("name") or f"device-{device['id']}", "netbox_id": device["id"],
+        "status": _value(device.get("status")), "site": _slug(device.get("site")) or "",
+        "rack": _name(device.get("rack")), "role": _slug(device.get("role")),
+        "platform": _slug(device.get("platform")), "serial": device.get("serial") or None,
+        "primary_ip": _address(device.get("primary_ip4")) or _address(device.get("primary_ip6")),
+        "oob_ip": _address(device.get("oob_ip")),
+        "provisioning_interface": context.get("provisioning_interface",
+                                              DEFAULT_PROVISIONING_INTERFACE),
+        "config": context, "tags": tuple(sorted(_slug(t) or "" for t in device.get("tags", []))),
+    }
+
+
+def gpu_templates(item_templates: Iterable[Json]) -> list[Json]:
+    return sorted((t for t in item_templates if _slug(t.get("role")) == GPU_ROLE),
+                  key=lambda t: t["name"])
+
+
+def with_problems[H: (ExpectedHost, InventoryHost)](host: H, device_type: Json,
+                                                    iface_templates: list[Json],
+                                                    gpu_slots: int) -> H:
+    problems = find_problems(host, has_context=bool(set(host.config) - DEVICE_TYPE_KEYS),
+                             type_name=device_type_name(device_type),
+                             iface_templates=iface_templates, gpu_templates=gpu_slots)
+    return replace(host, problems=tuple(problems))
+
+
 def _build_host(device: Json, device_type: Json, iface_templates: list[Json],
                 item_templates: list[Json], interfaces: list[Json],
                 ips_by_interface: Mapping[int, list[str]], items: list[Json]) -> ExpectedHost:
-    name = device.get("name") or f"device-{device['id']}"
-    context = (device.get("config_context") or {}).get(CONTEXT_KEY) or {}
-    provisioning = context.get("provisioning_interface", DEFAULT_PROVISIONING_INTERFACE)
+    record = record_fields(device)
     expected_ifaces = tuple(sorted(
         (ExpectedInterface(
             name=i["name"], type=_value(i["type"]), mgmt_only=bool(i.get("mgmt_only")),
@@ -308,34 +393,22 @@ def _build_host(device: Json, device_type: Json, iface_templates: list[Json],
                  if i.get("primary_mac_address") else None),
             ips=tuple(sorted(ips_by_interface.get(i["id"], ()))),
         ) for i in interfaces), key=lambda i: i.name))
-    primary = _address(device.get("primary_ip4")) or _address(device.get("primary_ip6"))
-    oob = _address(device.get("oob_ip"))
     serial_by_slot = {i["name"]: i.get("serial") or None for i in items}
     gpus = tuple(
         ExpectedGPU(name=t["name"], manufacturer=_name(t.get("manufacturer")) or "",
                     part_id=t.get("part_id") or "", serial=serial_by_slot.get(t["name"]))
-        for t in sorted(item_templates, key=lambda t: t["name"])
-        if _slug(t.get("role")) == GPU_ROLE
-    )
+        for t in gpu_templates(item_templates))
     host = ExpectedHost(
-        name=name, netbox_id=device["id"], status=_value(device.get("status")),
-        site=_slug(device.get("site")) or "", rack=_name(device.get("rack")),
-        position=device.get("position"), role=_slug(device.get("role")),
-        platform=_slug(device.get("platform")),
+        **record, position=device.get("position"),
         device_type=DeviceTypeRef(
             manufacturer=_name(device_type.get("manufacturer")) or "",
             model=device_type.get("model", ""), slug=device_type.get("slug", ""),
             part_number=device_type.get("part_number") or None),
-        serial=device.get("serial") or None, asset_tag=device.get("asset_tag") or None,
-        primary_ip=primary,
-        primary_ip_interface=_holder(expected_ifaces, primary),
-        oob_ip=oob, oob_interface=_holder(expected_ifaces, oob),
-        provisioning_interface=provisioning, interfaces=expected_ifaces, gpus=gpus,
-        config=context, tags=tuple(sorted(_slug(t) or "" for t in device.get("tags", []))),
-    )
-    problems = find_problems(host, has_context=bool(set(context) - DEVICE_TYPE_KEYS),
-                             iface_templates=iface_templates, gpu_templates=len(gpus))
-    return replace(host, problems=tuple(problems))
+        asset_tag=device.get("asset_tag") or None,
+        primary_ip_interface=_holder(expected_ifaces, record["primary_ip"]),
+        oob_interface=_holder(expected_ifaces, record["oob_ip"]),
+        interfaces=expected_ifaces, gpus=gpus)
+    return with_problems(host, device_type, iface_templates, len(gpus))
 
 
 def _holder(interfaces: Iterable[ExpectedInterface], address: str | None) -> str | None:
@@ -344,8 +417,12 @@ def _holder(interfaces: Iterable[ExpectedInterface], address: str | None) -> str
     return next((i.name for i in interfaces if address in i.ips), None)
 
 
-def find_problems(host: ExpectedHost, *, has_context: bool, iface_templates: list[Json],
-                  gpu_templates: int) -> list[Problem]:
+def device_type_name(device_type: Json) -> str:
+    return str(device_type.get("slug") or device_type.get("model") or "")
+
+
+def find_problems(host: ExpectedHost | InventoryHost, *, has_context: bool, type_name: str,
+                  iface_templates: list[Json], gpu_templates: int) -> list[Problem]:
     """Everything racklift needs that this host's record lacks; every one, not the first."""
     n = host.name
     problems: list[Problem] = []
@@ -364,12 +441,11 @@ def find_problems(host: ExpectedHost, *, has_context: bool, iface_templates: lis
     if not host.oob_ip:
         add("oob_ip", "no OOB (BMC) IP: assign the BMC's IP to the mgmt-only interface and "
             "set it as the device's OOB IP")
-    iface = host.interface(host.provisioning_interface)
-    if iface is None:
+    if host.has_interface(host.provisioning_interface) is False:
         add(f"interfaces.{host.provisioning_interface}",
             "the provisioning interface does not exist on the device: create it, or set "
             f"{CONTEXT_KEY}.provisioning_interface in the config context")
-    elif not iface.mac:
+    elif not host.provisioning_mac:
         add(f"interfaces.{host.provisioning_interface}.primary_mac_address",
             "no MAC address on the provisioning interface: add a MAC address object and make "
             "it the interface's primary MAC")
@@ -377,7 +453,6 @@ def find_problems(host: ExpectedHost, *, has_context: bool, iface_templates: lis
         add(f"config_context.{CONTEXT_KEY}", "no racklift desired-software config context "
             "applies to this device (a device type's racklift.hardware alone is not one): "
             "scope one to its site, role or platform")
-    type_name = host.device_type.slug or host.device_type.model
     if not any(t.get("mgmt_only") for t in iface_templates):
         add("device_type.interface_templates", f"device type {type_name} has no mgmt-only "
             "(BMC) interface template: add one")

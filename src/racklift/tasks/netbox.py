@@ -13,6 +13,7 @@ from racklift.inventory import build_inventory
 from racklift.lab import netbox_server
 from racklift.lab import seed as seeding
 from racklift.netbox.bootstrap import bootstrap as bootstrap_netbox
+from racklift.netbox.inventory_reader import read_inventory_hosts
 from racklift.netbox.reader import read_hosts
 from racklift.tasks.common import (
     SELECTION_HELP,
@@ -127,5 +128,5 @@ def expected(c, site=None, rack=None, role=None, status=None, host=None, json=Fa
 def inventory(c, site=None, rack=None, role=None, status=None, host=None):
     """Print the Ansible inventory racklift builds from NetBox (ansible-inventory --list form)."""
     with operator_errors():
-        hosts = read_hosts(connect(), selection(site, rack, role, status, host))
+        hosts = read_inventory_hosts(connect(), selection(site, rack, role, status, host))
     print_json(build_inventory(hosts))

@@ -1,0 +1,128 @@
+"""Read what the Ansible inventory needs of many hosts: lighter than the expected model.
+
+The inventory needs each host's groups, address, serial, config context and its MAC and IP
+addresses by interface; not the interfaces' types, nor the GPUs. So it reads only the
+interfaces that hold a primary MAC and the IP addresses with their interface's name, not every
+interface (at 10,000 hosts: 30,000 of 110,000) nor the inventory items. The selection, the
+device read and the device-type templates (for the same problems `read_hosts` reports) are
+shared with racklift.netbox.reader. `build_inventory_hosts` is pure.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from racklift.netbox.client import NetBox
+from racklift.netbox.model import InventoryHost
+from racklift.netbox.reader import (
+    DEVICE_FIELDS,
+    FETCH_WORKERS,
+    IP_FIELDS,
+    Json,
+    Selection,
+    all_devices,
+    choose,
+    gpu_templates,
+    group_by_ref,
+    interface_ips,
+    read_types,
+    record_fields,
+    ref_id,
+    with_problems,
+)
+
+# Interfaces with a primary MAC, through GraphQL for a whole site; the IP addresses are
+# read as read_hosts reads them (interface ids only), and the few interfaces holding one
+# without a MAC are then asked for by id.
+MAC_FILTER = "primary_mac_address: {id: {gte: 1}}"
+INTERFACE_GRAPHQL = "id name device { id } primary_mac_address { mac_address }"
+INTERFACE_FIELDS = ("id", "device", "name", "primary_mac_address")
+
+
+@dataclass(frozen=True)
+class RawInventory:
+    devices: list[Json]
+    device_types: list[Json]
+    interface_templates: list[Json]
+    item_templates: list[Json]
+    interfaces: list[Json]  # those holding a primary MAC or an IP address: INTERFACE_FIELDS
+    ip_addresses: list[Json]  # REST's shape: address, assigned_object_id
+
+
+def _mac_interfaces(netbox: NetBox) -> list[Json]:
+    found = netbox.graph_scan("dcim/interfaces", "interface_list", INTERFACE_GRAPHQL,
+                              filters=MAC_FILTER)
+    if found is None:
+        found = netbox.scan("dcim/interfaces", fields=INTERFACE_FIELDS)
+    return [i for i in found if i.get("primary_mac_address")]
+
+
+def fetch_inventory(netbox: NetBox, selection: Selection) -> RawInventory:
+    chosen = choose(netbox, selection)
+    with ThreadPoolExecutor(FETCH_WORKERS) as pool:
+        if chosen.whole:
+            devices_read = pool.submit(all_devices, netbox, chosen.params)
+            interfaces_read = pool.submit(_mac_interfaces, netbox)
+            ips_read = pool.submit(interface_ips, netbox)
+        else:
+            ids = chosen.ids or set()
+            devices_read = pool.submit(netbox.scan, "dcim/devices", chosen.params, DEVICE_FIELDS)
+            interfaces_read = pool.submit(netbox.get_for_ids, "dcim/interfaces", "device_id",
+                                          ids, fields=INTERFACE_FIELDS)
+            ips_read = pool.submit(netbox.get_for_ids, "ipam/ip-addresses", "device_id", ids,
+                                   fields=IP_FIELDS)
+        devices = [d for d in devices_read.result() if chosen.holds(d["id"])]
+        types = read_types(pool, netbox, devices)
+        interfaces = {i["id"]: i for i in interfaces_read.result()}
+        ip_addresses = [ip for ip in ips_read.result()
+                        if ip.get("assigned_object_type") == "dcim.interface"]
+        holders = {ip["assigned_object_id"] for ip in ip_addresses}
+        for iface in netbox.get_for_ids("dcim/interfaces", "id", holders - set(interfaces),
+                                        fields=INTERFACE_FIELDS):
+            interfaces[iface["id"]] = iface
+        device_ids = {d["id"] for d in devices}
+        kept = {k: i for k, i in interfaces.items() if ref_id(i, "device") in device_ids
+                and (i.get("primary_mac_address") or k in holders)}
+        return RawInventory(devices, types.device_types.result(),
+                            types.interface_templates.result(), types.item_templates.result(),
+                            list(kept.values()),
+                            [ip for ip in ip_addresses if ip["assigned_object_id"] in kept])
+
+
+def read_inventory_hosts(netbox: NetBox, selection: Selection) -> list[InventoryHost]:
+    return build_inventory_hosts(fetch_inventory(netbox, selection))
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure: raw JSON → model
+
+
+def build_inventory_hosts(raw: RawInventory) -> list[InventoryHost]:
+    types = {t["id"]: t for t in raw.device_types}
+    iface_templates = group_by_ref(raw.interface_templates, "device_type")
+    item_templates = group_by_ref(raw.item_templates, "device_type")
+    interfaces = {i["id"]: i for i in raw.interfaces}
+    macs: dict[int, dict[str, str]] = defaultdict(dict)
+    for iface in raw.interfaces:
+        if iface.get("primary_mac_address"):
+            macs[iface["device"]["id"]][iface["name"]] = (
+                iface["primary_mac_address"]["mac_address"].upper())
+    ips: dict[int, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for ip in raw.ip_addresses:
+        holder = interfaces[ip["assigned_object_id"]]
+        ips[holder["device"]["id"]][holder["name"]].append(ip["address"])
+    hosts = []
+    for device in raw.devices:
+        type_id = device["device_type"]["id"]
+        record = record_fields(device)
+        addresses = {name: tuple(sorted(found)) for name, found in ips[device["id"]].items()}
+        holder = next((name for name, found in addresses.items()
+                       if record["primary_ip"] in found), None)
+        host = InventoryHost(**record, primary_ip_interface=holder, macs=macs[device["id"]],
+                             ips=addresses)
+        hosts.append(with_problems(host, types.get(type_id, device["device_type"]),
+                                   iface_templates.get(type_id, []),
+                                   len(gpu_templates(item_templates.get(type_id, [])))))
+    return sorted(hosts, key=lambda h: h.name)

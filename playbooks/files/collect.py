@@ -3,7 +3,7 @@
 prints their outputs as one JSON document; all parsing happens on the controller.
 
 Standard library only, Python >= 3.6 (Ubuntu 20.04 and later, Debian 11 and later).
-Usage: collect.py [--sysfs-root /sys]
+Usage: collect.py [--sysfs-root /sys], or on stdin: python3 - [--sysfs-root /sys]
 """
 
 import glob
@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 # name -> shell command. Names are the support-bundle file names (racklift.facts.bundle).
 COMMANDS = {
@@ -76,7 +77,10 @@ def sysfs(root):
 
 def main(argv):
     root = argv[argv.index("--sysfs-root") + 1] if "--sysfs-root" in argv else "/sys"
-    outputs = {name: run(command) for name, command in COMMANDS.items()}
+    # At once: on a GPU server nvidia-smi -q -x alone takes seconds; the rest need not wait.
+    with ThreadPoolExecutor(len(COMMANDS)) as pool:
+        running = {name: pool.submit(run, command) for name, command in COMMANDS.items()}
+        outputs = {name: future.result() for name, future in running.items()}
     document = {"hostname": os.uname()[1], "collected_at": time.time(), "sysfs_root": root,
                 "outputs": outputs, "sysfs": sysfs(root)}
     json.dump(document, sys.stdout)

@@ -296,13 +296,14 @@ class NetBox:
         return results + self._windows(results[-1]["id"] + 1, highest[0]["id"],
                                        count - len(results), len(results), read)
 
-    def graph_scan(self, endpoint: str, list_name: str, fields: str,
-                   filters: str = "") -> list[dict[str, Any]] | None:
+    def graph_scan(self, endpoint: str, list_name: str, fields: str, filters: str = "",
+                   expected: int | None = None) -> list[dict[str, Any]] | None:
         """Every object of `endpoint` through GraphQL (`list_name`, e.g. 'interface_list',
         selecting `fields`, narrowed by GraphQL `filters` such as 'name: {exact: "eno1"}'),
-        in id windows like `scan`; ids come back as ints, as in REST. None where GraphQL or
-        its cursor pages are not there (NetBox < 4.6, or GRAPHQL_ENABLED off): then read the
-        REST API.
+        in id windows like `scan`; ids come back as ints, as in REST. `expected` is about how
+        many objects the filters keep (default: all of them), which sizes the windows. None
+        where GraphQL or its cursor pages are not there (NetBox < 4.6, or GRAPHQL_ENABLED
+        off): then read the REST API.
 
         Why: REST renders each nested object with its URL and display text; GraphQL returns
         only the fields asked for. For 110,000 interfaces with their device and MAC, NetBox
@@ -330,7 +331,8 @@ class NetBox:
             return rows, True
 
         return self._windows(lowest["results"][0]["id"], highest["results"][0]["id"],
-                             int(lowest["count"]), PAGE_SIZE, read)
+                             int(lowest["count"]) if expected is None else expected, PAGE_SIZE,
+                             read)
 
     def _graphql(self, query: str, what: str) -> dict[str, Any] | None:
         """The `data` of a GraphQL query; None when NetBox serves no GraphQL API."""

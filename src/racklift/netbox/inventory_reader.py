@@ -52,16 +52,19 @@ class RawInventory:
 
 
 def _mac_interfaces(netbox: NetBox) -> list[Json]:
+    # About one page of MAC interfaces per window (a window per page of all interfaces made
+    # NetBox answer four times as many requests).
+    macs = netbox.count("dcim/mac-addresses", {"assigned_object_type": "dcim.interface"})
     found = netbox.graph_scan("dcim/interfaces", "interface_list", INTERFACE_GRAPHQL,
-                              filters=MAC_FILTER)
+                              filters=MAC_FILTER, expected=macs)
     if found is None:
         found = netbox.scan("dcim/interfaces", fields=INTERFACE_FIELDS)
     return [i for i in found if i.get("primary_mac_address")]
 
 
 def fetch_inventory(netbox: NetBox, selection: Selection) -> RawInventory:
-    chosen = choose(netbox, selection)
     with ThreadPoolExecutor(FETCH_WORKERS) as pool:
+        chosen = choose(netbox, selection, pool)
         if chosen.whole:
             devices_read = pool.submit(all_devices, netbox, chosen.params)
             interfaces_read = pool.submit(_mac_interfaces, netbox)

@@ -122,9 +122,10 @@ WHOLE_READ_SHARE = 0.5
 # Only the serials NetBox records matter (the slots come from the templates): on a new site
 # that is none of 8 items per host, a third of the read at 10,000 hosts.
 ITEM_PARAMS = {"serial__empty": "false"}
-# Reads in flight at once (each pages with READ_WORKERS threads): the devices and the three
-# component lists overlap, so NetBox's workers never wait for one list's last page.
-FETCH_WORKERS = 4
+# Reads in flight at once (each pages with READ_WORKERS threads): the selected ids, the devices
+# and the three component lists overlap, so NetBox's workers never wait for one list's last
+# page.
+FETCH_WORKERS = 5
 
 
 def reads_everything(selected: int, total: int) -> bool:
@@ -192,9 +193,12 @@ def _device_tags(netbox: NetBox) -> dict[int, list[str]]:
     tags = [t["slug"] for t in netbox.get_all("extras/tags", fields=("slug", "tagged_items"))
             if t.get("tagged_items", 1)]
     found: dict[int, list[str]] = defaultdict(list)
-    for slug in sorted(tags):
-        for device in netbox.scan("dcim/devices", {"tag": slug}, fields=("id",)):
-            found[device["id"]].append(slug)
+    with ThreadPoolExecutor(FETCH_WORKERS) as pool:
+        tagged = pool.map(lambda slug: netbox.scan("dcim/devices", {"tag": slug}, ("id",)),
+                          sorted(tags))
+        for slug, devices in zip(sorted(tags), tagged, strict=True):
+            for device in devices:
+                found[device["id"]].append(slug)
     return found
 
 
@@ -225,20 +229,29 @@ class Chosen:
     """The devices a selection holds, and how to read them."""
 
     params: dict[str, Any]  # REST filters of the selected devices
-    ids: set[int] | None  # None: every device
     whole: bool  # read every device and component, keep the selection's (reads_everything)
+    ids_read: Future[set[int]] | None  # None: every device
+
+    @property
+    def ids(self) -> set[int] | None:
+        return None if self.ids_read is None else self.ids_read.result()
 
     def holds(self, device_id: int | None) -> bool:
-        return self.ids is None or device_id in self.ids
+        ids = self.ids
+        return ids is None or device_id in ids
 
 
-def choose(netbox: NetBox, selection: Selection) -> Chosen:
+def choose(netbox: NetBox, selection: Selection, pool: ThreadPoolExecutor) -> Chosen:
+    """Two counts decide how to read; the selected ids are read in `pool` meanwhile (a whole
+    site's reads need them only at the end, to keep the selection's)."""
     params = device_params(netbox, selection)
     # No filter selects every device: no need to ask which, nor to count.
-    ids = ({d["id"] for d in netbox.scan("dcim/devices", params, fields=("id",))}
-           if params else None)
-    whole = ids is None or reads_everything(len(ids), netbox.count("dcim/devices"))
-    return Chosen(params, ids, whole)
+    if not params:
+        return Chosen(params, True, None)
+    ids_read = pool.submit(lambda: {d["id"] for d in netbox.scan("dcim/devices", params,
+                                                                 fields=("id",))})
+    whole = reads_everything(netbox.count("dcim/devices", params), netbox.count("dcim/devices"))
+    return Chosen(params, whole, ids_read)
 
 
 @dataclass(frozen=True)
@@ -262,8 +275,8 @@ def read_types(pool: ThreadPoolExecutor, netbox: NetBox, devices: list[Json]) ->
 
 
 def fetch(netbox: NetBox, selection: Selection) -> RawModel:
-    chosen = choose(netbox, selection)
     with ThreadPoolExecutor(FETCH_WORKERS) as pool:
+        chosen = choose(netbox, selection, pool)
         if chosen.whole:
             devices_read = pool.submit(all_devices, netbox, chosen.params)
             interfaces_read = pool.submit(_all_interfaces, netbox)

@@ -17,16 +17,13 @@ from dataclasses import dataclass
 from racklift.netbox.client import NetBox
 from racklift.netbox.model import InventoryHost
 from racklift.netbox.reader import (
-    DEVICE_FIELDS,
     FETCH_WORKERS,
-    IP_FIELDS,
     Json,
     Selection,
-    all_devices,
     choose,
     gpu_templates,
     group_by_ref,
-    interface_ips,
+    read_selection,
     read_types,
     record_fields,
     ref_id,
@@ -65,21 +62,11 @@ def _mac_interfaces(netbox: NetBox) -> list[Json]:
 def fetch_inventory(netbox: NetBox, selection: Selection) -> RawInventory:
     with ThreadPoolExecutor(FETCH_WORKERS) as pool:
         chosen = choose(netbox, selection, pool)
-        if chosen.whole:
-            devices_read = pool.submit(all_devices, netbox, chosen.params)
-            interfaces_read = pool.submit(_mac_interfaces, netbox)
-            ips_read = pool.submit(interface_ips, netbox)
-        else:
-            ids = chosen.ids or set()
-            devices_read = pool.submit(netbox.scan, "dcim/devices", chosen.params, DEVICE_FIELDS)
-            interfaces_read = pool.submit(netbox.get_for_ids, "dcim/interfaces", "device_id",
-                                          ids, fields=INTERFACE_FIELDS)
-            ips_read = pool.submit(netbox.get_for_ids, "ipam/ip-addresses", "device_id", ids,
-                                   fields=IP_FIELDS)
-        devices = [d for d in devices_read.result() if chosen.holds(d["id"])]
+        reads = read_selection(pool, netbox, chosen, _mac_interfaces, INTERFACE_FIELDS)
+        devices = [d for d in reads.devices.result() if chosen.holds(d["id"])]
         types = read_types(pool, netbox, devices)
-        interfaces = {i["id"]: i for i in interfaces_read.result()}
-        ip_addresses = [ip for ip in ips_read.result()
+        interfaces = {i["id"]: i for i in reads.interfaces.result()}
+        ip_addresses = [ip for ip in reads.ip_addresses.result()
                         if ip.get("assigned_object_type") == "dcim.interface"]
         holders = {ip["assigned_object_id"] for ip in ip_addresses}
         for iface in netbox.get_for_ids("dcim/interfaces", "id", holders - set(interfaces),

@@ -14,7 +14,7 @@ is a pure function.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -274,32 +274,51 @@ def read_types(pool: ThreadPoolExecutor, netbox: NetBox, devices: list[Json]) ->
                     type_ids, fields=ITEM_TEMPLATE_FIELDS))
 
 
+@dataclass(frozen=True)
+class SelectionReads:
+    """The selected devices, interfaces and interface IP addresses, being read."""
+
+    devices: Future[list[Json]]
+    interfaces: Future[list[Json]]
+    ip_addresses: Future[list[Json]]
+
+
+def read_selection(pool: ThreadPoolExecutor, netbox: NetBox, chosen: Chosen,
+                   all_interfaces: Callable[[NetBox], list[Json]],
+                   interface_fields: tuple[str, ...]) -> SelectionReads:
+    """A whole site: every device, `all_interfaces` and every interface IP address; a small
+    selection: its own, by device id (interfaces with `interface_fields`)."""
+    if chosen.whole:
+        return SelectionReads(pool.submit(all_devices, netbox, chosen.params),
+                              pool.submit(all_interfaces, netbox),
+                              pool.submit(interface_ips, netbox))
+    ids = chosen.ids or set()
+    return SelectionReads(
+        pool.submit(netbox.scan, "dcim/devices", chosen.params, DEVICE_FIELDS),
+        pool.submit(netbox.get_for_ids, "dcim/interfaces", "device_id", ids,
+                    fields=interface_fields),
+        pool.submit(netbox.get_for_ids, "ipam/ip-addresses", "device_id", ids,
+                    fields=IP_FIELDS))
+
+
 def fetch(netbox: NetBox, selection: Selection) -> RawModel:
     with ThreadPoolExecutor(FETCH_WORKERS) as pool:
         chosen = choose(netbox, selection, pool)
+        reads = read_selection(pool, netbox, chosen, _all_interfaces, INTERFACE_FIELDS)
         if chosen.whole:
-            devices_read = pool.submit(all_devices, netbox, chosen.params)
-            interfaces_read = pool.submit(_all_interfaces, netbox)
-            ips_read = pool.submit(interface_ips, netbox)
             items_read = pool.submit(netbox.scan, "dcim/inventory-items", ITEM_PARAMS,
                                      ITEM_FIELDS)
         else:
-            ids = chosen.ids or set()
-            devices_read = pool.submit(netbox.scan, "dcim/devices", chosen.params, DEVICE_FIELDS)
-            interfaces_read = pool.submit(netbox.get_for_ids, "dcim/interfaces", "device_id",
-                                          ids, fields=INTERFACE_FIELDS)
-            ips_read = pool.submit(netbox.get_for_ids, "ipam/ip-addresses", "device_id", ids,
-                                   fields=IP_FIELDS)
             items_read = pool.submit(netbox.get_for_ids, "dcim/inventory-items", "device_id",
-                                     ids, ITEM_PARAMS, ITEM_FIELDS)
+                                     chosen.ids or set(), ITEM_PARAMS, ITEM_FIELDS)
         # Only the devices whose components were asked for: not one created meanwhile.
-        devices = [d for d in devices_read.result() if chosen.holds(d["id"])]
+        devices = [d for d in reads.devices.result() if chosen.holds(d["id"])]
         types = read_types(pool, netbox, devices)
         device_ids = {d["id"] for d in devices}
-        interfaces = [i for i in interfaces_read.result()
+        interfaces = [i for i in reads.interfaces.result()
                       if ref_id(i, "device") in device_ids]
         interface_ids = {i["id"] for i in interfaces}
-        ip_addresses = [ip for ip in ips_read.result()
+        ip_addresses = [ip for ip in reads.ip_addresses.result()
                         if ip.get("assigned_object_id") in interface_ids]
         items = [i for i in items_read.result() if ref_id(i, "device") in device_ids]
         return RawModel(

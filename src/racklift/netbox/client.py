@@ -236,7 +236,8 @@ class NetBox:
                     results.extend(body["results"])
         return results
 
-    def _cursor_pages(self) -> bool:
+    def has_cursor_pages(self) -> bool:
+        """Whether this NetBox reads by id windows (`scan`) and GraphQL (`graph_scan`)."""
         return bool(self.version) and parse_version(self.version)[:2] >= CURSOR_VERSION
 
     def _windows(self, low: int, high: int, expected: int, page: int,
@@ -270,7 +271,7 @@ class NetBox:
         the count, and the other ids are read in windows, in parallel, each with cursor pages
         (`start=<id>`), which need neither.
         """
-        if not self._cursor_pages():
+        if not self.has_cursor_pages():
             return self.get_all(endpoint, params, fields)
         base = dict(params or {})
         query: dict[str, Any] = {**base, "limit": PAGE_SIZE}
@@ -309,7 +310,7 @@ class NetBox:
         only the fields asked for. For 110,000 interfaces with their device and MAC, NetBox
         spends about half the time.
         """
-        if not self._cursor_pages():
+        if not self.has_cursor_pages():
             return None
         what = f"reading {endpoint} through GraphQL"
         path = f"/api/{endpoint}/"

@@ -209,13 +209,15 @@ def all_devices(netbox: NetBox, params: Mapping[str, Any]) -> list[Json]:
     its URL, except for config contexts and tags (rendered per device, about a third of the
     whole): those come from a flat REST read of the contexts and each tag's device ids.
     """
+    if not netbox.has_cursor_pages():
+        return netbox.scan("dcim/devices", params, fields=DEVICE_FIELDS)
     with ThreadPoolExecutor(3) as pool:
         found_read = pool.submit(netbox.graph_scan, "dcim/devices", "device_list",
                                  DEVICE_GRAPHQL)
         contexts_read = pool.submit(netbox.scan, "dcim/devices", None, ("config_context",))
         tags_read = pool.submit(_device_tags, netbox)
         found = found_read.result()
-        if found is None:
+        if found is None:  # GraphQL is off
             return netbox.scan("dcim/devices", params, fields=DEVICE_FIELDS)
         contexts = {d["id"]: d.get("config_context") or {} for d in contexts_read.result()}
         tags = tags_read.result()

@@ -56,6 +56,7 @@ from racklift.imaging import diskimage
 from racklift.lab import hosts, podman, seed, vrack_uplink
 from racklift.netbox.bootstrap import ROLE_GPU_SERVER, TAG_LAB, bootstrap
 from racklift.netbox.client import NetBox
+from racklift.netbox.model import CONTEXT_KEY, GPU_ROLE
 from racklift.paths import state_dir
 
 TAG_VM = "racklift-lab-vm"  # a VM of the virtual rack
@@ -642,20 +643,21 @@ def _stand_in_for_gpu_servers(netbox: NetBox, device_type_id: int) -> None:
     the VMs as the GPU servers they stand in for: one GPU and one InfiniBand port template on
     their device type, and a `racklift` config context with the OS image. They have neither
     device: verify refuses them, so the lab images them only (`provision --until image`)."""
+    port = seed.IB_PORTS[0]
     netbox.get_or_create("dcim/interface-templates",
-                         {"device_type_id": device_type_id, "name": "mlx5_0"},
-                         {"device_type": device_type_id, "name": "mlx5_0",
+                         {"device_type_id": device_type_id, "name": port},
+                         {"device_type": device_type_id, "name": port,
                           "type": "infiniband-ndr"})
-    gpu_role, _ = netbox.get_or_create("dcim/inventory-item-roles", {"slug": "gpu"},
-                                       {"name": "GPU", "color": "8bc34a"})
+    # The GPU role is bootstrap's (register runs it first).
+    gpu_role = netbox.get_all("dcim/inventory-item-roles", {"slug": GPU_ROLE})[0]
     maker, _ = netbox.get_or_create("dcim/manufacturers", {"slug": "nvidia"},
                                     {"name": "NVIDIA"})
     netbox.get_or_create("dcim/inventory-item-templates",
                          {"device_type_id": device_type_id, "name": "GPU0"},
                          {"device_type": device_type_id, "name": "GPU0", "role": gpu_role["id"],
-                          "manufacturer": maker["id"], "part_id": "NVIDIA H100 80GB HBM3"})
+                          "manufacturer": maker["id"], "part_id": seed.GPU_PART})
     netbox.get_or_create("extras/config-contexts", {"name": "racklift-lab-vm"},
-                         {"name": "racklift-lab-vm", "tags": [TAG_VM], "data": {"racklift": {
+                         {"name": "racklift-lab-vm", "tags": [TAG_VM], "data": {CONTEXT_KEY: {
                              "provisioning_interface": seed.PROVISIONING,
                              "os_image": diskimage.IMAGE_NAME}}})
 

@@ -111,8 +111,11 @@ def test_root_filesystem_contents(raw, image) -> None:
         raw, "cat /etc/systemd/system/ssh.service.d/racklift-hostkeys.conf")
     wants = debugfs(raw, "ls /etc/systemd/system/multi-user.target.wants")
     assert "systemd-networkd.service" in wants and "ssh.service" in wants
+    # The root grows to the host's disk at boot (the whole-pipeline test sees it grown).
+    assert "racklift-growroot.service" in wants
+    assert "growpart" in debugfs(raw, "cat /usr/local/sbin/racklift-growroot")
     for program in ("/usr/bin/python3", "/usr/bin/sudo", "/usr/sbin/sshd",
-                    "/usr/lib/systemd/systemd"):
+                    "/usr/lib/systemd/systemd", "/usr/bin/growpart", "/usr/sbin/sgdisk"):
         assert "Inode:" in subprocess.run(["debugfs", "-R", f"stat {program}", _root(raw)],
                                           capture_output=True, text=True).stdout, program
 

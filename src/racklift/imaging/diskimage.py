@@ -31,7 +31,9 @@ from racklift.paths import cache_dir
 IMAGE_NAME = "debian12"
 IMAGE_REPO = "localhost/racklift-os-image"
 PACKAGES = ("linux-image-amd64", "systemd", "systemd-sysv", "udev", "dbus", "openssh-server",
-            "python3", "sudo", "ca-certificates", "iproute2", "kmod", "initramfs-tools")
+            "python3", "sudo", "ca-certificates", "iproute2", "kmod", "initramfs-tools",
+            # growpart (and sgdisk for GPT's backup header): the root grows to the disk
+            "cloud-guest-utils", "gdisk")
 SECTOR = 512
 MIB = 1024 * 1024
 BIOS_BOOT_START = 2048  # sectors; 1 MiB of BIOS boot partition holds GRUB's core.img
@@ -105,7 +107,25 @@ IMAGE_FILES = {
     "etc/hostname": "racklift-image\n",
     "etc/hosts": "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
     "etc/ssh/sshd_config.d/racklift.conf": "PasswordAuthentication no\n",
+    # The root partition is sized to its content, so a deploy streams little; at boot it grows
+    # to fill the host's disk (growpart: exit 1 means there was nothing to grow).
+    "usr/local/sbin/racklift-growroot":
+        "#!/bin/sh\nset -eu\nroot=$(findmnt -no SOURCE /)\n"
+        "part=$(basename \"$(readlink -f \"$root\")\")\n"
+        "disk=$(basename \"$(readlink -f \"/sys/class/block/$part/..\")\")\n"
+        "growpart \"/dev/$disk\" \"$(cat \"/sys/class/block/$part/partition\")\" "
+        "|| [ $? -eq 1 ]\nresize2fs \"$root\"\n",
+    "etc/systemd/system/racklift-growroot.service":
+        "[Unit]\nDescription=Grow the root filesystem to the whole disk (racklift)\n"
+        "After=local-fs.target\n\n[Service]\nType=oneshot\n"
+        "ExecStart=/usr/local/sbin/racklift-growroot\n",
 }
+# Symbolic links racklift adds (path → target): units enabled the way systemctl enables them.
+IMAGE_LINKS = {
+    "etc/systemd/system/multi-user.target.wants/racklift-growroot.service":
+        "/etc/systemd/system/racklift-growroot.service",
+}
+EXECUTABLE = ("usr/local/sbin/racklift-growroot",)
 
 
 def build_id(packages: tuple[str, ...] = PACKAGES) -> str:
@@ -113,7 +133,8 @@ def build_id(packages: tuple[str, ...] = PACKAGES) -> str:
     racklift's files and this module (partition layout, GRUB setup)."""
     digest = hashlib.sha256()
     for part in (podman.DEBIAN_SUITE, podman.DEBIAN_MIRROR, containerfile(packages),
-                 json.dumps(IMAGE_FILES, sort_keys=True), Path(__file__).read_text()):
+                 json.dumps([IMAGE_FILES, IMAGE_LINKS], sort_keys=True),
+                 Path(__file__).read_text()):
         digest.update(part.encode() + b"\0")
     return digest.hexdigest()[:16]
 
@@ -237,6 +258,13 @@ def _customize(rootfs: Path, name: str, build: str, fs_uuid: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.unlink(missing_ok=True)  # a symlink in the base must not redirect the write
         path.write_text(content)
+    for relative in EXECUTABLE:
+        (rootfs / relative).chmod(0o755)
+    for relative, target in IMAGE_LINKS.items():
+        path = rootfs / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.unlink(missing_ok=True)
+        path.symlink_to(target)
 
 
 def _grub_image(platform: str, config: Path, out: Path) -> bytes:

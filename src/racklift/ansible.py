@@ -4,7 +4,8 @@ per-host outcomes from the runner's events.
 Secrets never reach an artifact: ansible-runner writes the child's whole environment into
 `artifacts/<id>/command`, so the environment it gets is stripped of every variable that looks
 like a secret, and the NetBox token travels in a 0600 file outside the run directory that is
-deleted when the run ends (the inventory plugin reads NETBOX_TOKEN_FILE).
+deleted when the run ends (the inventory plugin reads NETBOX_TOKEN_FILE). Ansible Vault works
+the same way: only where its password is (a file or a client script) is passed on.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ from racklift.paths import REPO_ROOT
 PLAYBOOKS = REPO_ROOT / "playbooks"
 # Environment variables never handed to Ansible (they would land in the runner's artifacts).
 SECRET_ENV = re.compile(r"TOKEN|PASSWORD|PASSWD|SECRET|PRIVATE_KEY|CREDENTIAL", re.IGNORECASE)
+# ... except these: they name where the Vault password is, not the password, and without them
+# Ansible cannot decrypt what is kept in Vault (BMC credentials in host vars).
+VAULT_ENV = frozenset({"ANSIBLE_VAULT_PASSWORD_FILE", "ANSIBLE_VAULT_IDENTITY_LIST"})
 
 
 @dataclass(frozen=True)
@@ -96,10 +100,11 @@ def _token_file(token: str) -> Iterator[Path]:
 def child_environment(settings: NetBoxSettings, token_file: Path, names: list[str],
                       extra: Mapping[str, str] | None = None,
                       base: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """What Ansible's process gets: no secrets, the NetBox URL, the token's file, the hosts."""
+    """What Ansible's process gets: no secrets, the NetBox URL, the token's file, the Vault
+    password's file, the hosts."""
     bindir = Path(sys.executable).parent
     env = {key: value for key, value in {**base, **(extra or {})}.items()
-           if not SECRET_ENV.search(key)}
+           if key in VAULT_ENV or not SECRET_ENV.search(key)}
     env.update({
         "NETBOX_URL": settings.url, "NETBOX_TOKEN_FILE": str(token_file),
         "ANSIBLE_CONFIG": str(REPO_ROOT / "ansible.cfg"),

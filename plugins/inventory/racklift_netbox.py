@@ -11,10 +11,11 @@ description:
     and tag.
   - Every host carries C(ansible_host) (its primary IP), C(netbox_id), C(netbox_status),
     C(racklift_expected) (serial, rack, tags, OOB IP, provisioning interface and MAC, and the
-    primary MAC and IP addresses of every interface holding one), the racklift config context
-    in C(racklift_config), and incomplete records in C(racklift_problems) (such hosts are also
-    in the group C(racklift_incomplete)). The whole expected model (interface types, GPUs) is
-    what C(racklift verify) reads, not host vars.
+    primary MAC and IP addresses of every interface holding one), what the node roles read of
+    its desired state, parsed from the racklift config context with racklift's defaults, in
+    C(racklift_desired) (absent where the context does not parse), and incomplete records in
+    C(racklift_problems) (such hosts are also in the group C(racklift_incomplete)). The whole
+    expected model (interface types, GPUs) is what C(racklift verify) reads, not host vars.
   - A failure (NetBox unreachable, bad token, unknown rack or site) fails the inventory;
     set C(unparsed_is_failed) so Ansible does not carry on with an empty one.
 extends_documentation_fragment:

@@ -30,7 +30,7 @@ def expected_table(hosts: Iterable[ExpectedHost], title: str) -> Table:
     for h in hosts:
         gpu_models = sorted({g.part_id.removeprefix("NVIDIA ") for g in h.gpus})
         rates = sorted({p.type.removeprefix("infiniband-").upper() for p in h.ib_ports})
-        driver = (h.config.get("nvidia_driver") or {}).get("version", "-")
+        driver = (h.desired.nvidia_driver.version if h.desired else None) or "-"
         table.add_row(
             h.name, h.status,
             f"{h.rack or '-'}/{h.position:g}" if h.position is not None else (h.rack or "-"),

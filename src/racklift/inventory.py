@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from racklift.netbox.client import NetBox, NetBoxSettings
+from racklift.netbox.desired import role_vars
 from racklift.netbox.inventory_reader import read_inventory_hosts
 from racklift.netbox.model import InventoryHost
 from racklift.netbox.reader import Selection
@@ -48,9 +49,12 @@ def host_vars(host: InventoryHost) -> dict[str, Any]:
             "provisioning_mac": host.provisioning_mac,
             "macs": host.macs, "ips": {name: list(ips) for name, ips in host.ips.items()},
         },
-        "racklift_config": host.config,
         "racklift_problems": [str(p) for p in host.problems],
     }
+    # None where the context does not parse: without racklift_desired the roles' variables
+    # are undefined, so a play on that host stops instead of configuring it from defaults.
+    if host.desired is not None:
+        variables["racklift_desired"] = role_vars(host.desired)
     if host.address:
         variables["ansible_host"] = host.address
     return variables

@@ -6,13 +6,17 @@ import dataclasses
 import hashlib
 import json
 import re
+import subprocess
+from pathlib import Path
 
 import pytest
 
+from racklift.imaging import ramdisk
 from racklift.imaging.deploy_data import (
     DeployDataError,
     HostDeploy,
     ImageArtifact,
+    disk_identity,
     host_record,
     new_token,
     normalize_mac,
@@ -37,7 +41,7 @@ def test_render_matches_the_contract() -> None:
         "image": {"name": "debian12", "build_id": "0123456789abcdef",
                   "url": "http://10.90.0.1/images/debian12/0123456789abcdef/disk.raw.gz",
                   "sha256": "ab" * 32, "format": "raw.gz"},
-        "target_disk": "/dev/vda",
+        "target_disk": "/dev/vda", "target_disk_sysfs": None, "target_disk_id": None,
         "hostname": "gpu-a01",
         "authorized_keys": [KEY],
         "network": {"mac": "52:54:00:aa:bb:01", "address": "10.90.0.11/24",
@@ -81,6 +85,9 @@ def test_every_string_is_sed_safe() -> None:
     ({"authorized_keys": (KEY + ' "quoted"',)}, "'authorized_keys'", "quotes"),
     ({"target_disk": "sda"}, "'target_disk'", "/dev/vda"),
     ({"target_disk": "/dev/sda; reboot"}, "'target_disk'", "/dev/vda"),
+    ({"target_disk": "/dev/sda1"}, "'target_disk'", "whole disk"),
+    ({"target_disk": "/dev/disk/by-path/pci-0000:3b:00.0-nvme-1"}, "'target_disk'", "wwn-0x"),
+    ({"target_disk": "/dev/disk/by-id/ata-ST4000NM0035_ZC1A2B3C"}, "'target_disk'", "wwn-0x"),
 ])
 def test_bad_input_names_host_field_and_fix(changes: dict, field: str, hint: str) -> None:
     with pytest.raises(DeployDataError) as caught:
@@ -122,3 +129,60 @@ def test_tokens_are_random_and_only_their_hash_is_stored() -> None:
     record = host_record(token, data)
     assert record == {"token_sha256": token_sha256(token), "deploy": data}
     assert token not in json.dumps(record)
+
+
+# Stable disk names: what udev links under /dev/disk/by-id, and the file of /sys/block/<disk>
+# that holds the same identity on the real kernel (the deploy ramdisk has no udev).
+SYSFS = {  # disk → {file: content, as the kernel shows it}
+    "sda": {"device/wwid": "naa.5000c500a1b2c3d4\n"},  # SATA/SAS: the NAA designator
+    "sdb": {"device/wwid": "naa.600508b1001c4d4b9f1a2b3c4d5e6f70\n"},  # NAA 6 (32 digits)
+    "nvme0n1": {"wwid": "eui.0025388b91b0c3e1\n"},  # EUI-64
+    "nvme1n1": {"wwid": "eui.36344730526054870025384500000001\n"},  # NGUID
+    "vda": {"serial": "vm-disk-01"},  # virtio-blk: no newline
+    "loop0": {},
+}
+
+
+@pytest.mark.parametrize(("name", "disk"), [
+    ("/dev/disk/by-id/wwn-0x5000c500a1b2c3d4", "/dev/sda"),
+    ("/dev/disk/by-id/wwn-0x5000C500A1B2C3D4", "/dev/sda"),  # hex in either case
+    ("/dev/disk/by-id/wwn-0x600508b1001c4d4b9f1a2b3c4d5e6f70", "/dev/sdb"),
+    ("/dev/disk/by-id/nvme-eui.0025388b91b0c3e1", "/dev/nvme0n1"),
+    ("/dev/disk/by-id/nvme-eui.36344730526054870025384500000001", "/dev/nvme1n1"),
+    ("/dev/disk/by-id/virtio-vm-disk-01", "/dev/vda"),
+])
+def test_the_ramdisk_finds_a_disk_named_by_id(tmp_path, name: str, disk: str) -> None:
+    for dev, files in SYSFS.items():
+        for file, content in files.items():
+            path = tmp_path / "block" / dev / file
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content)
+        (tmp_path / "block" / dev).mkdir(parents=True, exist_ok=True)
+    identity = disk_identity(name)
+    assert identity is not None
+    data = render(spec(target_disk=name), IMAGE, SERVER)
+    assert (data["target_disk"], data["target_disk_sysfs"], data["target_disk_id"]) == (
+        name, identity.sysfs, identity.value)
+    assert _disk_by(tmp_path, identity.sysfs, identity.value) == (0, disk)
+    assert _disk_by(tmp_path, identity.sysfs, identity.value + "0")[0] == 1
+
+
+def test_kernel_names_are_used_as_they_are() -> None:
+    for name in ("/dev/vda", "/dev/sdb", "/dev/nvme0n1", "/dev/xvda"):
+        assert disk_identity(name) is None
+    for name in ("/dev/sda1", "/dev/nvme0n1p2", "/dev/disk/by-id/wwn-0x5000", "/dev/md0",
+                 "/dev/disk/by-uuid/4f0c", "/dev/disk/by-id/virtio-" + "x" * 21):
+        with pytest.raises(ValueError, match="whole disk"):
+            disk_identity(name)
+
+
+def _disk_by(sysfs: Path, file: str, value: str) -> tuple[int, str]:
+    """The ramdisk's own disk_by function (its init), run against a sysfs tree by the shell
+    the ramdisk has (busybox's, where it is installed; scripts/bootstrap installs it)."""
+    init = ramdisk.INIT.read_text()
+    function = re.search(r"^disk_by\(\) \{\n.*?^\}\n", init, re.DOTALL | re.MULTILINE)
+    assert function, "the ramdisk's init has no disk_by function"
+    shell = [str(ramdisk.BUSYBOX), "sh"] if ramdisk.BUSYBOX.exists() else ["sh"]
+    done = subprocess.run([*shell, "-c", f'{function[0]}disk_by "$@"', "sh", str(sysfs), file,
+                           value], capture_output=True, text=True, timeout=10)
+    return done.returncode, done.stdout.strip()

@@ -1,6 +1,8 @@
 """The gate as pure functions: an emulated host's support bundle against its NetBox record.
 Every fault the lab can inject must fail the host with the right field and severity."""
 
+from dataclasses import replace
+
 import pytest
 
 import emulated
@@ -124,3 +126,38 @@ def test_adopt_fills_blank_gpu_serials_only():
     recorded = gpu_serials_to_adopt(emulated.expected_host(gpu_serials={0: "1650000000000"}),
                                     facts)
     assert "GPU0" not in recorded and len(recorded) == 7
+
+
+def _on_nvswitch_type(host):
+    """The host as NetBox gives it when its device type's context says NVSwitch (the seed's
+    HGX type does)."""
+    return replace(host, config={**host.config, "hardware": {"nvswitch": True}})
+
+
+def test_a_stopped_fabric_manager_fails_a_host_of_an_nvswitch_type():
+    bundle = emulated.bundle(emulated.healthy_profile())
+    assert "nvidia-fabricmanager\tinactive" in bundle.outputs["services.txt"].stdout
+    nvswitch = _on_nvswitch_type(emulated.expected_host())
+    assert nvswitch.desired.hardware.nvswitch
+    v = judge(nvswitch, from_bundle(bundle))
+    fabric = {c.name: c for c in v.checks}["gpu.fabric_manager"]
+    assert (fabric.status, fabric.detail) == (health.CRITICAL, (
+        "nvidia-fabricmanager is inactive: NVSwitch systems cannot run CUDA jobs without it"))
+    assert not v.passed and target_status(v) == "failed"
+    # The same host where the service runs, and a type without NVSwitch, pass the check.
+    running = {**bundle.outputs, "services.txt": Output("nvidia-fabricmanager\tactive\n")}
+    facts = from_bundle(type(bundle)(bundle.host, running, bundle.sysfs))
+    assert {c.name: c.status for c in judge(nvswitch, facts).checks}[
+        "gpu.fabric_manager"] == health.OK
+    assert {c.name: c.status for c in verdict_for(emulated.healthy_profile()).checks}[
+        "gpu.fabric_manager"] == health.OK
+
+
+def test_a_context_that_does_not_parse_never_passes():
+    host = emulated.expected_host()
+    broken = replace(host, config={**host.config, "hardware": {"nvswitch": "yes"}})
+    assert broken.desired is None
+    v = judge(broken, from_bundle(emulated.bundle(emulated.healthy_profile())))
+    assert {c.name: c.status for c in v.checks}["gpu.fabric_manager"] == health.UNKNOWN
+    assert [m.field for m in v.mismatches] == ["config_context.racklift"]
+    assert not v.passed

@@ -1,3 +1,6 @@
+import json
+from dataclasses import replace
+
 from racklift.inventory import INCOMPLETE_GROUP, build_inventory, group_name
 from racklift.netbox.inventory_reader import RawInventory, build_inventory_hosts
 from racklift.netbox.model import InventoryHost, Problem
@@ -10,7 +13,8 @@ def host(name: str, rack: str = "R01", problems=(), ip: str | None = "10.16.0.1/
         platform=None, serial="S1", primary_ip=ip, primary_ip_interface="eno1",
         oob_ip="10.32.0.1/16", provisioning_interface="eno1",
         macs={"eno1": "02:00:00:00:00:01", "bmc": "02:00:00:00:00:00"},
-        ips={"eno1": (ip,)} if ip else {}, config={"os_image": "debian-12-gpu"},
+        ips={"eno1": (ip,)} if ip else {},
+        config={"nvidia_driver": {"version": "550.127.08"}, "hardware": {"nvswitch": True}},
         tags=("racklift-lab",), problems=tuple(problems))
 
 
@@ -30,7 +34,6 @@ def test_hosts_are_grouped_by_site_rack_role_status_and_tag():
     assert "rack_r01" in inv["all"]["children"]
     hv = inv["_meta"]["hostvars"]["gpu-0001"]
     assert hv["ansible_host"] == "10.16.0.1"
-    assert hv["racklift_config"] == {"os_image": "debian-12-gpu"}
 
 
 def test_host_vars_hold_what_playbooks_use_and_the_addresses_by_interface():
@@ -42,6 +45,31 @@ def test_host_vars_hold_what_playbooks_use_and_the_addresses_by_interface():
         "ips": {"eno1": ["10.16.0.1/16"]}}
     assert hv["netbox_status"] == "planned"
     assert hv["racklift_problems"] == []
+    assert set(hv) == {"netbox_id", "netbox_status", "racklift_expected", "racklift_desired",
+                       "racklift_problems", "ansible_host"}
+
+
+def test_host_vars_hold_the_desired_state_the_roles_read_with_defaults():
+    desired = build_inventory([host("gpu-0001")])["_meta"]["hostvars"]["gpu-0001"][
+        "racklift_desired"]
+    assert desired == {
+        # The context's driver version; the branch and modules are racklift's defaults, and
+        # fabric manager follows the device type's NVSwitches.
+        "nvidia_driver": {"branch": "550", "version": "550.127.08", "kernel_modules": "open",
+                          "fabricmanager": True},
+        "ofed": {"source": "inbox", "version": None, "repo_url": None, "repo_key_url": None,
+                 "hca_firmware_version": None},
+        "container_toolkit": {"version": "1.17.3"},
+        "registry_mirror": {"url": None},
+        "hardware": {"nvswitch": True}}
+    assert json.loads(json.dumps(desired)) == desired  # plain data
+
+
+def test_a_host_whose_context_does_not_parse_has_no_desired_state_for_the_roles():
+    wrong = replace(host("gpu-0006"), config={"nvidia_driver": {"kernel_modules": "closed"}})
+    assert wrong.desired is None
+    hv = build_inventory([wrong])["_meta"]["hostvars"]["gpu-0006"]
+    assert "racklift_desired" not in hv
 
 
 def test_incomplete_hosts_stay_in_the_inventory_with_their_problems():
@@ -80,6 +108,36 @@ TEMPLATES = {
          "mgmt_only": False}],
     "item_templates": [{"device_type": {"id": 5}, "name": "GPU0", "role": {"slug": "gpu"}}],
 }
+
+
+def test_a_context_racklift_cannot_take_is_a_problem_naming_the_field():
+    context = {"racklift": {"provisioning_interface": "eno2",
+                            "nvidia_driver": {"version": "550.127"}}}
+    raw = RawInventory(devices=[device(1, "gpu-0001", config_context=context)], **TEMPLATES,
+                       interfaces=[iface(11, 1, "eno2", "02:aa:00:00:00:01")],
+                       ip_addresses=[ip("10.16.0.1/16", 11)])
+    (only,) = build_inventory_hosts(raw)
+    assert only.desired is None
+    # The provisioning interface the context names still holds: no second problem about it.
+    assert only.provisioning_interface == "eno2" and only.provisioning_mac
+    assert [(p.field, p.message) for p in only.problems] == [
+        ("config_context.racklift.nvidia_driver.version",
+         'is \'550.127\': set it to an exact driver version of the branch, e.g. "550.127.08", '
+         "or null for the newest of the branch")]
+    hv = build_inventory([only])["_meta"]["hostvars"]["gpu-0001"]
+    assert only.name in build_inventory([only])[INCOMPLETE_GROUP]["hosts"]
+    assert "racklift_desired" not in hv
+
+
+def test_the_device_type_and_device_records_alone_are_no_desired_software():
+    records = {"racklift": {"hardware": {"nvswitch": True},
+                            "os_disk": "/dev/disk/by-id/wwn-0x5000c500a1b2c3d4"}}
+    raw = RawInventory(devices=[device(1, "gpu-0001", config_context=records)], **TEMPLATES,
+                       interfaces=[iface(11, 1, "eno1", "02:aa:00:00:00:01")],
+                       ip_addresses=[ip("10.16.0.1/16", 11)])
+    (only,) = build_inventory_hosts(raw)
+    assert [p.field for p in only.problems] == ["config_context.racklift"]
+    assert only.desired is not None and only.desired.os_disk.endswith("c3d4")
 
 
 def test_inventory_hosts_carry_macs_and_ips_by_interface_and_their_problems():

@@ -21,6 +21,23 @@ from racklift.errors import RackliftError
 HOSTNAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 MAC_RE = re.compile(r"^[0-9a-f]{2}([:-][0-9a-f]{2}){5}$")
 DISK_RE = re.compile(r"^/dev/[A-Za-z0-9/_.-]+$")
+# A whole disk by its kernel name: used as is (a VM's /dev/vda; a server's names can change
+# between boots, so real servers name their disk by id).
+KERNEL_DISK_RE = re.compile(r"/dev/(sd[a-z]+|vd[a-z]+|xvd[a-z]+|hd[a-z]+|nvme[0-9]+n[0-9]+)")
+BY_ID = "/dev/disk/by-id/"
+# udev's stable names: the deploy ramdisk has no udev, so it finds the disk by the identity
+# the link is named after, as the kernel shows it in a file under /sys/block/<disk>.
+BY_ID_FORMS: tuple[tuple[re.Pattern[str], str, str], ...] = (
+    # SAS and SATA disks: wwn-0x<NAA WWN>, the kernel's wwid of the same NAA designator.
+    (re.compile(r"wwn-0x([0-9a-f]{16}|[0-9a-f]{32})", re.IGNORECASE), "device/wwid", "naa."),
+    # NVMe namespaces: nvme-eui.<EUI-64 or NGUID>, the namespace's wwid.
+    (re.compile(r"nvme-eui\.([0-9a-f]{16}|[0-9a-f]{32})", re.IGNORECASE), "wwid", "eui."),
+)
+# virtio disks (VMs) given a serial: virtio-<serial>; serials keep their case.
+VIRTIO_BY_ID = re.compile(r"virtio-([A-Za-z0-9_.-]{1,20})")
+DISK_HINT = ("name the whole disk by its udev link /dev/disk/by-id/wwn-0x<WWN> (SAS, SATA), "
+             "/dev/disk/by-id/nvme-eui.<EUI> (NVMe) or /dev/disk/by-id/virtio-<serial>, or by "
+             "its kernel name (/dev/vda, /dev/sda, /dev/nvme0n1)")
 IMAGE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 BUILD_ID_RE = re.compile(r"^[0-9a-f]{8,64}$")
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -53,8 +70,31 @@ class HostDeploy:
     gateway: str | None = None
     dns: tuple[str, ...] = ()
     authorized_keys: tuple[str, ...] = field(default_factory=tuple)
-    target_disk: str = "/dev/vda"
+    target_disk: str = "/dev/vda"  # the pipeline passes the host's racklift.os_disk
     hostname: str | None = None  # defaults to host
+
+
+@dataclass(frozen=True)
+class DiskIdentity:
+    """How the deploy ramdisk finds a disk named by id: the disk whose /sys/block/<disk>/<sysfs>
+    reads `value`."""
+
+    sysfs: str
+    value: str
+
+
+def disk_identity(disk: str) -> DiskIdentity | None:
+    """The identity of a disk named by its /dev/disk/by-id link; None for a kernel name, which
+    the ramdisk uses as is. ValueError (with DISK_HINT) for any other name."""
+    if KERNEL_DISK_RE.fullmatch(disk):
+        return None
+    name = disk.removeprefix(BY_ID) if disk.startswith(BY_ID) else ""
+    for pattern, sysfs, prefix in BY_ID_FORMS:
+        if found := pattern.fullmatch(name):
+            return DiskIdentity(sysfs, prefix + found[1].lower())
+    if found := VIRTIO_BY_ID.fullmatch(name):
+        return DiskIdentity("serial", found[1])
+    raise ValueError(DISK_HINT)
 
 
 def new_token() -> str:
@@ -138,6 +178,16 @@ def _keys(host: str, keys: Sequence[str]) -> list[str]:
     return out
 
 
+def _target_disk(host: str, disk: str) -> dict[str, str | None]:
+    _check(host, "target_disk", disk, DISK_RE, DISK_HINT)
+    try:
+        identity = disk_identity(disk)
+    except ValueError:
+        raise _fail(host, "target_disk", f"is {disk!r}", DISK_HINT) from None
+    return {"target_disk": disk, "target_disk_sysfs": identity.sysfs if identity else None,
+            "target_disk_id": identity.value if identity else None}
+
+
 def render(spec: HostDeploy, image: ImageArtifact, boot_server_url: str) -> dict[str, Any]:
     """The deploy data for one host, checked field by field (schema in the boot contract)."""
     host = spec.host if isinstance(spec.host, str) and spec.host else "<unnamed host>"
@@ -161,8 +211,7 @@ def render(spec: HostDeploy, image: ImageArtifact, boot_server_url: str) -> dict
                              "use the disk.raw.gz.sha256 written next to the image"),
             "format": IMAGE_FORMAT,
         },
-        "target_disk": _check(host, "target_disk", spec.target_disk, DISK_RE,
-                              "name the disk to overwrite as /dev/..., e.g. /dev/vda"),
+        **_target_disk(host, spec.target_disk),
         "hostname": hostname,
         "authorized_keys": _keys(host, spec.authorized_keys),
         "network": _network(spec, host),

@@ -28,7 +28,6 @@ from racklift.paths import state_dir
 # not a partial override, so it holds whether or not the GPU servers' context exists.
 LAB_SOFTWARE = {
     **seed.DESIRED_SOFTWARE,
-    "os_image": "racklift-lab-debian12",
     "ofed": {"source": "inbox", "version": None},
     "container_toolkit": {"version": None},
     "registry_mirror": {"url": None},

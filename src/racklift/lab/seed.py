@@ -49,10 +49,10 @@ DEVICE_TYPE: dict[str, Any] = {
              for n in range(8)],
 }
 
-# What the lab's GPU servers should run; production keeps this in config contexts too.
+# What the lab's GPU servers should run; production keeps this in config contexts too. The OS
+# image is racklift's default, the one it builds (racklift.netbox.desired).
 DESIRED_SOFTWARE: dict[str, Any] = {
     "provisioning_interface": PROVISIONING,
-    "os_image": "debian-12-gpu",
     "nvidia_driver": {"branch": "550", "version": "550.127.08", "kernel_modules": "open"},
     "cuda_version": "12.4",
     "ofed": {"source": "doca", "version": "24.10-1.1.4.0"},

@@ -641,8 +641,10 @@ def _ensure_devices(netbox: NetBox, wanted: list[dict]) -> dict[str, int]:
 def _stand_in_for_gpu_servers(netbox: NetBox, device_type_id: int) -> None:
     """What a GPU server's record has and a VM's would lack, so the pipeline's preflight takes
     the VMs as the GPU servers they stand in for: one GPU and one InfiniBand port template on
-    their device type, and a `racklift` config context with the OS image. They have neither
-    device: verify refuses them, so the lab images them only (`provision --until image`)."""
+    their device type, and a `racklift` config context with the OS image and the disk to
+    write it to (the VMs' one virtio disk, the same on each, so scoped by their tag where a
+    server records its own). They have neither device: verify refuses them, so the lab images
+    them only (`provision --until image`)."""
     port = seed.IB_PORTS[0]
     netbox.get_or_create("dcim/interface-templates",
                          {"device_type_id": device_type_id, "name": port},
@@ -656,10 +658,13 @@ def _stand_in_for_gpu_servers(netbox: NetBox, device_type_id: int) -> None:
                          {"device_type_id": device_type_id, "name": "GPU0"},
                          {"device_type": device_type_id, "name": "GPU0", "role": gpu_role["id"],
                           "manufacturer": maker["id"], "part_id": seed.GPU_PART})
-    netbox.get_or_create("extras/config-contexts", {"name": "racklift-lab-vm"},
-                         {"name": "racklift-lab-vm", "tags": [TAG_VM], "data": {CONTEXT_KEY: {
-                             "provisioning_interface": seed.PROVISIONING,
-                             "os_image": diskimage.IMAGE_NAME}}})
+    data = {CONTEXT_KEY: {"provisioning_interface": seed.PROVISIONING,
+                          "os_image": diskimage.IMAGE_NAME, "os_disk": "/dev/vda"}}
+    context, _ = netbox.get_or_create("extras/config-contexts", {"name": "racklift-lab-vm"},
+                                      {"name": "racklift-lab-vm", "tags": [TAG_VM],
+                                       "data": data})
+    if context["data"] != data:  # the lab's own context, from an older racklift: bring it up
+        netbox.update("extras/config-contexts", [{"id": context["id"], "data": data}])
 
 
 def register(netbox: NetBox, rack: Vrack, vms: tuple[VmPlan, ...]) -> dict[str, int]:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import InitVar, asdict, dataclass, field
 from typing import Any
 
-# Where the desired software lives in a device's rendered config context.
-CONTEXT_KEY = "racklift"
-DEFAULT_PROVISIONING_INTERFACE = "eno1"
+from racklift.netbox.desired import CONTEXT_KEY as CONTEXT_KEY
+from racklift.netbox.desired import DesiredState, parse
+
 GPU_ROLE = "gpu"  # inventory item role slug of GPU inventory items and their templates
 
 
@@ -66,8 +66,23 @@ class Reachable:
         return self.primary_ip.split("/")[0] if self.primary_ip else None
 
 
+class Desired:
+    """A host record with its config context, whose desired state it parses on creation (so
+    the state always is its context's): `parsed`, where given, is that parse done already
+    (the reader's, when it adds the problems it found to the host)."""
+
+    config: dict[str, Any]
+    desired: DesiredState | None
+
+    def __post_init__(self, parsed: DesiredState | None) -> None:
+        if parsed is None:
+            state = parse(self.config)
+            parsed = state if isinstance(state, DesiredState) else None
+        object.__setattr__(self, "desired", parsed)
+
+
 @dataclass(frozen=True)
-class ExpectedHost(Reachable):
+class ExpectedHost(Reachable, Desired):
     name: str
     netbox_id: int
     status: str
@@ -86,9 +101,13 @@ class ExpectedHost(Reachable):
     provisioning_interface: str
     interfaces: tuple[ExpectedInterface, ...]
     gpus: tuple[ExpectedGPU, ...]
-    config: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)  # the context's `racklift` value
     tags: tuple[str, ...] = ()
     problems: tuple[Problem, ...] = ()
+    # What `config` asks for, typed and with racklift's defaults, parsed from it on creation;
+    # None when it does not parse (`problems` say why).
+    desired: DesiredState | None = field(init=False)
+    parsed: InitVar[DesiredState | None] = None
 
     @property
     def provisioning_mac(self) -> str | None:
@@ -114,9 +133,9 @@ class ExpectedHost(Reachable):
 
 
 @dataclass(frozen=True)
-class InventoryHost(Reachable):
+class InventoryHost(Reachable, Desired):
     """What Ansible needs of a host, a lighter read than ExpectedHost: who and where it is, how
-    to reach it, its MAC and IP addresses by interface, and its config context. Only
+    to reach it, its MAC and IP addresses by interface, and its desired state. Only
     interfaces holding an address are read, so neither their types nor the GPUs are known."""
 
     name: str
@@ -133,9 +152,11 @@ class InventoryHost(Reachable):
     provisioning_interface: str
     macs: dict[str, str] = field(default_factory=dict)  # interface → primary MAC, upper case
     ips: dict[str, tuple[str, ...]] = field(default_factory=dict)  # interface → addresses
-    config: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)  # as ExpectedHost's
     tags: tuple[str, ...] = ()
     problems: tuple[Problem, ...] = ()
+    desired: DesiredState | None = field(init=False)  # as ExpectedHost's
+    parsed: InitVar[DesiredState | None] = None
 
     @property
     def provisioning_mac(self) -> str | None:

@@ -20,10 +20,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from racklift.errors import NetBoxError
+from racklift.netbox import desired
 from racklift.netbox.client import NetBox
 from racklift.netbox.model import (
     CONTEXT_KEY,
-    DEFAULT_PROVISIONING_INTERFACE,
     GPU_ROLE,
     DeviceTypeRef,
     ExpectedGPU,
@@ -34,10 +34,6 @@ from racklift.netbox.model import (
 )
 
 Json = dict[str, Any]
-
-# Keys a config context assigned to a device type carries (what the hardware has); they are
-# not the desired software a host needs a context for.
-DEVICE_TYPE_KEYS = frozenset({"hardware"})
 
 DEVICE_FIELDS = ("id", "name", "status", "site", "rack", "position", "role", "platform",
                  "device_type", "serial", "asset_tag", "primary_ip4", "primary_ip6", "oob_ip",
@@ -386,7 +382,8 @@ def build_hosts(raw: RawModel) -> list[ExpectedHost]:
 
 
 def record_fields(device: Json) -> dict[str, Any]:
-    """What ExpectedHost and InventoryHost both take from a device as NetBox returns it."""
+    """What ExpectedHost and InventoryHost both take from a device as NetBox returns it (they
+    parse the context into their desired state)."""
     context = (device.get("config_context") or {}).get(CONTEXT_KEY) or {}
     return {
         "name": device.get("name") or f"device-{device['id']}", "netbox_id": device["id"],
@@ -395,9 +392,9 @@ def record_fields(device: Json) -> dict[str, Any]:
         "platform": _slug(device.get("platform")), "serial": device.get("serial") or None,
         "primary_ip": _address(device.get("primary_ip4")) or _address(device.get("primary_ip6")),
         "oob_ip": _address(device.get("oob_ip")),
-        "provisioning_interface": context.get("provisioning_interface",
-                                              DEFAULT_PROVISIONING_INTERFACE),
-        "config": context, "tags": tuple(sorted(_slug(t) or "" for t in device.get("tags", []))),
+        "provisioning_interface": desired.setting_of(context, "provisioning_interface"),
+        "config": context,
+        "tags": tuple(sorted(_slug(t) or "" for t in device.get("tags", []))),
     }
 
 
@@ -409,10 +406,11 @@ def gpu_templates(item_templates: Iterable[Json]) -> list[Json]:
 def with_problems[H: (ExpectedHost, InventoryHost)](host: H, device_type: Json,
                                                     iface_templates: list[Json],
                                                     gpu_slots: int) -> H:
-    problems = find_problems(host, has_context=bool(set(host.config) - DEVICE_TYPE_KEYS),
+    problems = find_problems(host, has_context=desired.has_software(host.config),
                              type_name=device_type_name(device_type),
                              iface_templates=iface_templates, gpu_templates=gpu_slots)
-    return replace(host, problems=tuple(problems))
+    # The same context: its parse carries over.
+    return replace(host, problems=tuple(problems), parsed=host.desired)
 
 
 def _build_host(device: Json, device_type: Json, iface_templates: list[Json],
@@ -485,8 +483,10 @@ def find_problems(host: ExpectedHost | InventoryHost, *, has_context: bool, type
             "it the interface's primary MAC")
     if not has_context:
         add(f"config_context.{CONTEXT_KEY}", "no racklift desired-software config context "
-            "applies to this device (a device type's racklift.hardware alone is not one): "
-            "scope one to its site, role or platform")
+            "applies to this device (a device type's racklift.hardware or the device's own "
+            "racklift.os_disk alone is not one): scope one to its site, role or platform")
+    if host.desired is None:  # rare: parsed again for what is wrong
+        problems.extend(Problem(n, i.field, i.message) for i in desired.read(host.config)[1])
     if not any(t.get("mgmt_only") for t in iface_templates):
         add("device_type.interface_templates", f"device type {type_name} has no mgmt-only "
             "(BMC) interface template: add one")

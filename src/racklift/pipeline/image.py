@@ -5,9 +5,11 @@ back on SSH with a new boot id and the image's marker.
 `image_hosts` is the pipeline's ImageStage: host name → error (None: imaged). Per host, with
 a timeout per phase and one clear error each; one host's failure never stops the others:
 
-1. From NetBox: provisioning MAC and IP, BMC (OOB IP), the OS image (`os_image` in the
-   `racklift` config context; racklift builds `debian12`), the boot server: THE active device
-   with role `boot-server` in the host's site (none or several is an error naming the site).
+1. From NetBox: provisioning MAC and IP, BMC (OOB IP), the host's desired state
+   (racklift.netbox.desired: the OS image, racklift builds `debian12`; the disk to write it
+   to, `os_disk`; the device type's `hardware.boot_timeout`), the boot server: THE active
+   device with role `boot-server` in the host's site (none or several is an error naming the
+   site).
    From the inventory (playbooks/image_hostvars.yml): BMC port, CA and credentials (vault or
    environment), the SSH key Ansible uses (its .pub is authorized on the deployed host, or the
    host var `racklift_authorized_keys`), and the boot id of a host that already runs.
@@ -17,6 +19,7 @@ a timeout per phase and one clear error each; one host's failure never stops the
 3. Redfish: one-time network boot, then power on (or force restart when on).
 4. On the boot server (playbooks/image_wait.yml): the MAC's DHCP request (timeout: the MAC,
    and MACs the boot server ignored), then the ramdisk's report (failure: its phase and reason).
+   Times there are the boot server's own: its journal is compared with its clock only.
 5. Redfish: boot from disk again, always (sushy-tools keeps "Once" forever and its VM reboots
    into the network: then a power cycle makes the disk boot take effect). Hosts that failed
    after power-on are powered off, so they do not loop through network boots.
@@ -40,7 +43,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +52,8 @@ from racklift.bmc.redfish import BmcError, client_for
 from racklift.errors import RackliftError
 from racklift.imaging import deploy_data, diskimage, ramdisk
 from racklift.netbox.client import NetBox
-from racklift.netbox.model import ExpectedHost
+from racklift.netbox.desired import FIELD_PREFIX
+from racklift.netbox.model import ExpectedHost, Problem
 from racklift.paths import REPO_ROOT
 from racklift.pipeline.plan import IMAGE
 from racklift.pipeline.progress import Progress
@@ -58,6 +62,7 @@ BOOT_SERVER_ROLE = "boot-server"
 IMAGE_FIELD = "racklift_image"
 API_DATA = "/var/lib/racklift/boot"  # boot_server_api_data's default (roles/boot_server)
 WAIT_TASK = "Wait on the boot server"
+FACTS_TASK = "Gathering Facts"  # image_boot.yml's, on the boot server right before power-on
 BOOT_ID_TASK = "Current boot id"
 CHECK_TASK = "Boot id and image marker"
 NETBOX_INVENTORY = REPO_ROOT / "inventory" / "netbox.racklift.yml"
@@ -67,9 +72,13 @@ NETBOX_INVENTORY = REPO_ROOT / "inventory" / "netbox.racklift.yml"
 class Timeouts:
     """Seconds per phase, each host against its own clock."""
 
-    dhcp: float = 180.0  # power-on → the boot server sees the MAC's DHCP request
+    # Power-on → the boot server sees the MAC's DHCP request; None: each host's
+    # hardware.boot_timeout (its device type's POST).
+    dhcp: float | None = None
     deploy: float = 900.0  # DHCP request → the ramdisk's report (streaming the image)
-    ssh: float = 600.0  # report → SSH answers (reboot, first boot of the image)
+    # Report → SSH answers: the reboot's POST (the longest hardware.boot_timeout of the hosts)
+    # and then this, the image's first boot.
+    ssh: float = 420.0
 
 
 @dataclass(frozen=True)
@@ -94,6 +103,8 @@ class Target:
     mac: str  # lowercase with colons
     boot_server: str
     image: diskimage.DiskImage
+    disk: str  # racklift.os_disk
+    boot_timeout: float  # hardware.boot_timeout: power-on → DHCP request, the firmware's POST
     hostvars: Mapping[str, Any] = field(default_factory=dict, repr=False)  # BMC credentials
 
     @property
@@ -133,13 +144,71 @@ def boot_server_for(host: ExpectedHost, servers: list[Mapping[str, Any]]) -> Boo
     return BootServer(server["name"], str(interface.ip), str(interface.network))
 
 
+def imaging_problems(host: ExpectedHost) -> list[Problem]:
+    """What imaging needs of a host's record beyond what every host needs (its `problems`,
+    which name each value of a context that does not parse): the pipeline's preflight for
+    hosts headed for imaging."""
+    problems = []
+    if not host.oob_ip:
+        problems.append(Problem(host.name, "oob_ip", "no BMC address: imaging needs the BMC's "
+                                "IP as the device's OOB IP in NetBox"))
+    if host.desired is not None and host.desired.os_disk is None:
+        problems.append(Problem(host.name, f"{FIELD_PREFIX}.os_disk", (
+            "no disk to write the image to: record it in the device's local context data as "
+            "racklift.os_disk, by a stable name such as /dev/disk/by-id/wwn-0x5000c500a1b2c3d4 "
+            "(racklift never guesses which disk to overwrite)")))
+    return problems
+
+
 def image_problem(host: ExpectedHost, image: diskimage.DiskImage) -> str | None:
-    wanted = host.config.get("os_image")
+    """Whether the host asks for the image racklift deploys (None too where its context does
+    not parse: its problems say so)."""
+    wanted = host.desired.os_image if host.desired else image.name
     if wanted != image.name:
         return (f"{host.name}: racklift.os_image is {wanted!r} but racklift deploys images it "
                 f"builds ({image.name!r}): set os_image to {image.name!r} in the host's "
                 "config context")
     return None
+
+
+@dataclass(frozen=True)
+class BootClock:
+    """One instant as the boot server's clock (epoch seconds) and the controller's monotonic
+    clock read it. The waits on the boot server compare its journal and its clock with times
+    reckoned on its own clock from this instant, adding durations measured on the controller:
+    the two machines' clocks are never compared."""
+
+    server: float
+    monotonic: float
+
+    def server_time(self, monotonic: float) -> float:
+        """The boot server's time at an instant of the controller's monotonic clock."""
+        return self.server + (monotonic - self.monotonic)
+
+
+def boot_clock(facts: Mapping[str, Any], received: float) -> BootClock | None:
+    """From the facts Ansible gathered on the boot server (FACTS_TASK's result), received at
+    `received` (monotonic); None without the time in them."""
+    epoch = (facts.get("ansible_facts") or {}).get("ansible_date_time", {}).get("epoch")
+    return BootClock(float(epoch), received) if epoch else None
+
+
+def dhcp_window(clock: BootClock, powered_on: float, timeout: float) -> tuple[float, float]:
+    """Since when and until when (boot server's clock) a DHCP request of a host powered on at
+    `powered_on` (monotonic) counts: from the clock's instant, before the power-on, to
+    `timeout` after it."""
+    return clock.server, clock.server_time(powered_on) + timeout
+
+
+def dhcp_timeout(target: Target, timeouts: Timeouts) -> float:
+    """Power-on → DHCP request: the run's override, else the device type's boot timeout."""
+    return target.boot_timeout if timeouts.dhcp is None else timeouts.dhcp
+
+
+def ssh_timeout(targets: list[Target], timeouts: Timeouts) -> float:
+    """The SSH wait after the deploys: the reboot's POST of the slowest device type, then the
+    image's first boot."""
+    return max((t.boot_timeout for t in targets), default=0.0) + timeouts.ssh
 
 
 def authorized_keys(host: str, hostvars: Mapping[str, Any]) -> tuple[str, ...]:
@@ -251,7 +320,8 @@ class _Run:
         self.netbox, self.run_dir, self.progress = netbox, run_dir, progress
         self.options, self.secrets = options, secrets
         self.errors: dict[str, str | None] = {}
-        self.started: dict[str, float] = {}  # power-on, per host
+        self.started: dict[str, float] = {}  # power-on, per host (monotonic)
+        self.clocks: dict[str, BootClock] = {}  # per boot server, read right before power-on
         boot_sources = secrets / "boot-servers.racklift.yml"
         boot_sources.write_text(f"plugin: racklift_netbox\nroles: [{BOOT_SERVER_ROLE}]\n")
         self.env = {"ANSIBLE_INVENTORY": ",".join(
@@ -269,8 +339,12 @@ class _Run:
 
     def playbook(self, name: str, hosts: list[str], ident: str,
                  extravars: Mapping[str, Any] | None = None, capture: tuple[str, ...] = (),
-                 expected_to_fail: str = "") -> PlaybookResult:
+                 expected_to_fail: str = "",
+                 received: dict[str, float] | None = None) -> PlaybookResult:
+        """`received`: when each host's captured result came (monotonic), filled in."""
         def event(got: HostEvent) -> None:
+            if received is not None and got.task in capture and got.kind == "ok":
+                received[got.host] = time.monotonic()
             # A task that may fail (a host that does not run yet) is no failure to show.
             if not (got.task == expected_to_fail and got.kind in ("failed", "unreachable")):
                 self.progress.event(got)
@@ -291,20 +365,27 @@ def _resolve(run: _Run, hosts: list[ExpectedHost], image: diskimage.DiskImage,
                                  fields=("id", "name", "site", "primary_ip4"))
     targets, by_name = [], {}
     for host in hosts:
+        host_image = images.get(host.name, image)
+        problems = [*map(str, imaging_problems(host)), image_problem(host, host_image)]
+        desired = host.desired
         try:
             if not host.provisioning_mac:
                 raise RackliftError(f"{host.name}: no MAC on its provisioning interface "
                                     f"{host.provisioning_interface} in NetBox: add it")
-            problem = image_problem(host, images.get(host.name, image))
-            if problem:
-                raise RackliftError(problem)
+            if desired is None:
+                raise RackliftError(f"{host.name}: {FIELD_PREFIX}: the config context does not "
+                                    f"parse: `racklift netbox.expected --host {host.name}` "
+                                    "names each value racklift cannot take")
+            if desired.os_disk is None or any(problems):
+                raise RackliftError("; ".join(p for p in problems if p))
             server = boot_server_for(host, servers)
         except RackliftError as exc:
             run.fail(host.name, str(exc))
             continue
         by_name[server.name] = server
         targets.append(Target(host, deploy_data.normalize_mac(host.provisioning_mac),
-                              server.name, images.get(host.name, image)))
+                              server.name, host_image, desired.os_disk,
+                              desired.hardware.boot_timeout))
     return targets, by_name
 
 
@@ -324,7 +405,7 @@ def _hostvars(run: _Run, targets: list[Target], ident: str) -> tuple[list[Target
         values = {k: v for k, v in json.loads(path.read_text()).items()
                   if v not in (None, "", "None")}
         path.unlink()
-        with_vars.append(Target(t.host, t.mac, t.boot_server, t.image, values))
+        with_vars.append(replace(t, hostvars=values))
     boot_ids = {name: str(res["stdout"]).strip() for name, tasks in result.captured.items()
                 for task, res in tasks.items() if task == BOOT_ID_TASK and res.get("stdout")}
     return with_vars, boot_ids
@@ -341,7 +422,7 @@ def _prepare_boot_servers(run: _Run, targets: list[Target], servers: dict[str, B
             try:
                 spec = deploy_data.HostDeploy(
                     host=t.name, mac=t.mac, address=t.host.primary_ip or "",
-                    authorized_keys=authorized_keys(t.name, t.hostvars))
+                    authorized_keys=authorized_keys(t.name, t.hostvars), target_disk=t.disk)
                 data = deploy_data.render(spec, deploy_data.ImageArtifact(
                     t.image.name, t.image.build_id, t.image.sha256), server.url)
             except RackliftError as exc:
@@ -356,13 +437,22 @@ def _prepare_boot_servers(run: _Run, targets: list[Target], servers: dict[str, B
         vars_file = _write_secret(run.secrets / f"boot-{name}.json",
                                   boot_vars(server, entries, _images(mine), disk))
         run.progress.note(f"boot server {name}: serving {len(entries)} deploys")
+        received: dict[str, float] = {}
         result = run.playbook("image_boot.yml", [name], f"image-boot-{name}-{ident}",
-                              {"racklift_image_vars_file": str(vars_file)})
+                              {"racklift_image_vars_file": str(vars_file)}, (FACTS_TASK,),
+                              received=received)
         vars_file.unlink()
+        facts = result.captured.get(name, {}).get(FACTS_TASK)
+        clock = boot_clock(facts, received[name]) if facts and name in received else None
         if name in result.failed or name not in result.ok:
             why = result.failed.get(name, "the playbook did not run on it")
-            for entry in entries:
-                run.fail(entry["name"], f"boot server {name}: {why}")
+        elif clock is None:
+            why = "the facts Ansible gathered on it hold no time (ansible_date_time)"
+        else:
+            run.clocks[name] = clock
+            continue
+        for entry in entries:
+            run.fail(entry["name"], f"boot server {name}: {why}")
     return tokens
 
 
@@ -393,15 +483,17 @@ def _power_on(run: _Run, targets: list[Target]) -> None:
     _parallel(targets, one)
 
 
-def _wait(run: _Run, phase: str, targets: list[Target], timeout: float,
-          tokens: dict[str, str], since: dict[str, float], ident: str) -> dict[str, Any]:
-    """Per boot server, the wait script's answer for `targets` (see playbooks/files)."""
+def _wait(run: _Run, phase: str, targets: list[Target],
+          windows: Mapping[str, tuple[float, float]], tokens: dict[str, str],
+          ident: str) -> dict[str, Any]:
+    """Per boot server, the wait script's answer for `targets` (see playbooks/files), each
+    host's window (since, deadline) on its boot server's clock."""
     answers: dict[str, Any] = {"hosts": {}, "ignored": []}
     for server in sorted({t.boot_server for t in targets}):
         mine = [t for t in targets if t.boot_server == server]
         request = {"phase": phase, "api_data": API_DATA, "poll": 2, "hosts": [
-            {"name": t.name, "mac": t.mac, "since": since[t.name],
-             "deadline": since[t.name] + timeout,
+            {"name": t.name, "mac": t.mac, "since": windows[t.name][0],
+             "deadline": windows[t.name][1],
              "token_sha256": hashlib.sha256(tokens[t.name].encode()).hexdigest()}
             for t in mine]}
         result = run.playbook("image_wait.yml", [server], f"image-wait-{phase}-{server}-{ident}",
@@ -440,16 +532,16 @@ def _check(run: _Run, targets: list[Target], old_ids: dict[str, set[str]],
            ident: str) -> None:
     if not targets:
         return
+    timeout = ssh_timeout(targets, run.options.timeouts)
     result = run.playbook("image_check.yml", [t.name for t in targets], f"image-check-{ident}",
-                          {"racklift_image_ssh_timeout": int(run.options.timeouts.ssh)},
-                          (CHECK_TASK,))
+                          {"racklift_image_ssh_timeout": int(timeout)}, (CHECK_TASK,))
     updates = []
     for t in targets:
         marker = f"{t.image.name} {t.image.build_id}"
         res = result.captured.get(t.name, {}).get(CHECK_TASK)
         if res is None:
             run.fail(t.name, f"after the deploy, SSH: {result.failed.get(t.name, 'no answer')}"
-                             f" (timeout {run.options.timeouts.ssh:.0f} s)")
+                             f" (timeout {timeout:.0f} s)")
             continue
         try:
             boot_id, found = parse_check(str(res.get("stdout", "")))
@@ -481,22 +573,24 @@ def image_hosts(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, progre
         targets, boot_ids = _hostvars(run, run.live(targets), ident)
         tokens = _prepare_boot_servers(run, targets, servers, disk, ident)
         live = run.live(targets)
-        since = {t.name: time.time() - 2 for t in live}  # the boot server's clock, roughly
         _power_on(run, live)
         powered = run.live(live)
-        dhcp = _wait(run, "dhcp", powered, timeouts.dhcp, tokens, since, ident)
+        windows = {t.name: dhcp_window(run.clocks[t.boot_server], run.started[t.name],
+                                       dhcp_timeout(t, timeouts)) for t in powered}
+        dhcp = _wait(run, "dhcp", powered, windows, tokens, ident)
         for t in powered:
             at = dhcp["hosts"].get(t.name, {}).get("at")
             if at is None:
-                run.fail(t.name, dhcp_error(t, timeouts.dhcp, dhcp["ignored"]))
+                run.fail(t.name, dhcp_error(t, dhcp_timeout(t, timeouts), dhcp["ignored"]))
             else:
+                after = at - run.clocks[t.boot_server].server_time(run.started[t.name])
                 run.progress.note(f"{t.name}: DHCP request seen by the boot server "
-                                  f"{at - since[t.name]:.0f} s after power-on")
-                since[t.name] = at
+                                  f"{after:.0f} s after power-on")
+                windows[t.name] = (at, at + timeouts.deploy)
         requested = run.live(powered)
         # Off now, not after the others' deploys: a host without DHCP keeps network-booting.
         _disk_boot(run, [t for t in powered if t not in requested], set())
-        reports = _wait(run, "report", requested, timeouts.deploy, tokens, since, ident)
+        reports = _wait(run, "report", requested, windows, tokens, ident)
         old_ids: dict[str, set[str]] = {}
         for t in requested:
             report = reports["hosts"].get(t.name, {}).get("report")

@@ -142,29 +142,28 @@ def _interfaces(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
                            "the primary IP is not on the interface NetBox assigns it to")
 
 
-def _desired(config: dict[str, Any], *path: str) -> Any:
-    value: Any = config
-    for key in path:
-        if not isinstance(value, dict):
-            return None
-        value = value.get(key)
-    return value
-
-
 def _software(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
-    config = expected.config
-    driver = _desired(config, "nvidia_driver", "version")
+    desired = expected.desired
+    if desired is None:
+        yield Mismatch("config_context.racklift", "a desired state racklift can read", None,
+                       CRITICAL, "fix the host's config context: `racklift netbox.expected "
+                       f"--host {expected.name}` names each value racklift cannot take")
+        return
+    driver = desired.nvidia_driver.version
     if driver and facts.nvidia is not None and facts.nvidia.driver_version != driver:
         yield Mismatch("software.nvidia_driver", driver, facts.nvidia.driver_version,
                        CRITICAL, "run the nvidia_driver role with the config context's "
                        "version, then reboot")
-    for key, packages in (("ofed", ("mlnx-ofed-kernel-utils", "doca-ofed", "rdma-core")),
-                          ("container_toolkit", ("nvidia-container-toolkit",))):
-        want = _desired(config, key, "version")
+    for key, want, packages in (
+            ("ofed", desired.ofed.version,
+             ("mlnx-ofed-kernel-utils", "doca-ofed", "rdma-core")),
+            ("container_toolkit", desired.container_toolkit.version,
+             ("nvidia-container-toolkit",))):
         if not want:
             continue  # not managed for this host
         have = next((facts.packages[p] for p in packages if p in facts.packages), None)
-        if have is None or not have.startswith(want):
+        # An apt version pattern's '*' stands for any rest.
+        if have is None or not have.startswith(want.rstrip("*")):
             yield Mismatch(f"software.{key}", want, have, CRITICAL,
                            f"install {key.replace('_', ' ')} {want} (its role), or correct "
                            "the config context")

@@ -127,7 +127,10 @@ def ib_links(expected: ExpectedHost, facts: HostFacts) -> CheckResult:
 
 def fabric_manager(expected: ExpectedHost, facts: HostFacts) -> CheckResult:
     name = "gpu.fabric_manager"
-    if not expected.config.get("nvswitch"):
+    if expected.desired is None:
+        return CheckResult(name, UNKNOWN, "the config context does not parse: whether the "
+                           "device type has NVSwitches is unknown")
+    if not expected.desired.hardware.nvswitch:
         return CheckResult(name, OK, "no NVSwitch in this system")
     state = facts.services.get("nvidia-fabricmanager")
     if state == "active":

@@ -1,0 +1,244 @@
+"""The desired state of a host, typed: what racklift makes of it, read once from NetBox.
+
+NetBox keeps it in the device's rendered config context under `racklift`: the desired software
+in contexts scoped by role, site or platform; what the hardware is (`hardware`) in a context
+assigned to the device type; what is the device's own (`os_disk`) in its local context data.
+`parse` checks every value it knows against what racklift accepts and fills in the defaults:
+the defaults of the dataclasses below, and nowhere else. The gate, the pipeline and the node
+roles' variables (through the inventory's `racklift_desired`) read only its result. Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
+from functools import cache
+from typing import Any
+
+from racklift.imaging.deploy_data import DISK_HINT, IMAGE_NAME_RE, disk_identity
+from racklift.imaging.diskimage import IMAGE_NAME
+
+CONTEXT_KEY = "racklift"  # where the desired state lives in a device's rendered config context
+FIELD_PREFIX = f"config_context.{CONTEXT_KEY}"
+# What the device type (`hardware`) or the device itself (`os_disk`) records: not desired
+# software, so no context for the host's role, site or platform is one of these alone.
+RECORD_KEYS = frozenset({"hardware", "os_disk"})
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What a value must be: `accepts` it, or it is null where null means "not managed"."""
+
+    accepts: Callable[[Any], bool]
+    fix: str  # what to do about a value it does not accept
+    nullable: bool = False
+
+
+def text(pattern: str, wanted: str, nullable: bool = False) -> Rule:
+    """A string matching `pattern` in full; `wanted` says what that is."""
+    compiled = re.compile(pattern)
+    return Rule(lambda v: isinstance(v, str) and compiled.fullmatch(v) is not None,
+                f"set it to {wanted}", nullable)
+
+
+def flag(wanted: str, nullable: bool = False) -> Rule:
+    return Rule(lambda v: isinstance(v, bool), f"set it to {wanted}", nullable)
+
+
+def seconds(low: int, high: int) -> Rule:
+    return Rule(lambda v: type(v) is int and low <= v <= high,
+                f"set it to whole seconds from {low} to {high}")
+
+
+def _is_disk(value: Any) -> bool:
+    """A whole disk the deploy ramdisk can find (deploy_data.disk_identity)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        disk_identity(value)
+    except ValueError:
+        return False
+    return True
+
+
+def setting(default: Any, rule: Rule) -> Any:
+    """A field of the desired state: its default, and the rule a context's value must meet."""
+    return field(default=default, metadata={"rule": rule})
+
+
+URL = r"https?://[^\s\"'\\]+"
+DRIVER_VERSION = r"[0-9]+\.[0-9]+\.[0-9]+"
+
+
+@dataclass(frozen=True)
+class NvidiaDriver:
+    branch: str = setting("550", text(r"[0-9]+", "a driver branch, digits only, e.g. \"550\""))
+    # None: the newest of the branch, and the gate does not check the version.
+    version: str | None = setting(None, text(
+        DRIVER_VERSION, "an exact driver version of the branch, e.g. \"550.127.08\", or null "
+        "for the newest of the branch", nullable=True))
+    kernel_modules: str = setting("open", text("open|proprietary", "open or proprietary"))
+    # None: fabric manager where the device type has NVSwitches (see fabric_manager).
+    fabricmanager: bool | None = setting(None, flag(
+        "true or false, or null for the device type's racklift.hardware.nvswitch",
+        nullable=True))
+
+
+@dataclass(frozen=True)
+class Ofed:
+    source: str = setting("inbox", text("inbox|doca|mlnx_ofed", "inbox (the distribution's "
+                                        "rdma-core), doca (DOCA-OFED) or mlnx_ofed (MLNX_OFED)"))
+    # None: inbox's rdma-core of the OS release; the gate does not check it.
+    version: str | None = setting(None, text(
+        r"[0-9][0-9A-Za-z.+~:-]*\*?", "the apt version of the source's packages, e.g. "
+        "\"24.10-1.1.4.0\" ('*' at the end allowed), or null", nullable=True))
+    repo_url: str | None = setting(None, text(
+        URL, "the vendor's apt repository as an http(s) URL, or null", nullable=True))
+    repo_key_url: str | None = setting(None, text(
+        URL, "the repository's signing key as an http(s) URL, or null", nullable=True))
+    # None: the HCA firmware is not checked.
+    hca_firmware_version: str | None = setting(None, text(
+        r"[0-9]+\.[0-9]+\.[0-9]+", "the firmware version as ibv_devinfo prints it, e.g. "
+        "\"28.39.1002\", or null for no check", nullable=True))
+
+
+@dataclass(frozen=True)
+class ContainerToolkit:
+    # None: the toolkit is not managed on this host (neither installed nor checked).
+    version: str | None = setting("1.17.3", text(
+        r"[0-9]+(\.[0-9]+)+(~rc\.[0-9]+)?", "the NVIDIA container toolkit version, e.g. "
+        "\"1.17.3\", or null where racklift does not manage it", nullable=True))
+
+
+@dataclass(frozen=True)
+class RegistryMirror:
+    # None: no mirror; pulls go to the upstream registries.
+    url: str | None = setting(None, text(
+        r"https?://[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?/?",
+        "the mirror as http(s)://host[:port] with no path (what "
+        "Docker and containerd take), e.g. \"https://mirror.example:5000\", or null",
+        nullable=True))
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What the device type has (a config context assigned to the device type)."""
+
+    nvswitch: bool = setting(False, flag("true for HGX/DGX boards with NVSwitches, else false"))
+    # Power-on to the network boot's DHCP request: the firmware's POST, minutes on HGX
+    # servers. The image stage waits this long for the request, and again for the reboot
+    # into the image.
+    boot_timeout: int = setting(180, seconds(10, 3600))
+
+
+@dataclass(frozen=True)
+class DesiredState:
+    provisioning_interface: str = setting("eno1", text(
+        r"[A-Za-z0-9][A-Za-z0-9_./:-]{0,63}", "the name of the device's interface that "
+        "network-boots and holds the primary IP, e.g. \"eno1\""))
+    os_image: str = setting(IMAGE_NAME, text(
+        IMAGE_NAME_RE.pattern, f"the name of the image racklift builds, \"{IMAGE_NAME}\""))
+    # The disk the image is written to, in the device's local context data; None: not
+    # recorded, and the image stage refuses the host.
+    os_disk: str | None = setting(None, Rule(_is_disk, DISK_HINT, nullable=True))
+    nvidia_driver: NvidiaDriver = NvidiaDriver()
+    ofed: Ofed = Ofed()
+    container_toolkit: ContainerToolkit = ContainerToolkit()
+    registry_mirror: RegistryMirror = RegistryMirror()
+    hardware: Hardware = Hardware()
+
+    @property
+    def fabric_manager(self) -> bool:
+        """Whether the host runs NVIDIA fabric manager: the context's override, else whether
+        the device type has NVSwitches."""
+        override = self.nvidia_driver.fabricmanager
+        return self.hardware.nvswitch if override is None else override
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """A value of the context racklift cannot take: the field's path and what to do."""
+
+    field: str
+    message: str
+
+
+def read(context: Any) -> tuple[DesiredState, list[Invalid]]:
+    """The desired state in a rendered config context's `racklift` value (None: no context),
+    and every value that is wrong in it, each left at its default in the state. Keys racklift
+    does not know are left alone."""
+    problems: list[Invalid] = []
+    state = _section(DesiredState, {} if context is None else context, FIELD_PREFIX, problems)
+    version = state.nvidia_driver.version
+    if version and not version.startswith(f"{state.nvidia_driver.branch}."):
+        problems.append(Invalid(f"{FIELD_PREFIX}.nvidia_driver.version", (
+            f"{version} is not a version of branch {state.nvidia_driver.branch}: set the "
+            "branch and the version together")))
+    return state, problems
+
+
+def parse(context: Any) -> DesiredState | list[Invalid]:
+    """The desired state, or what is wrong in the context (see `read`)."""
+    state, problems = read(context)
+    return problems or state
+
+
+def setting_of(context: Any, name: str) -> Any:
+    """One top-level value of a context (not a section) where its rule takes it, else its
+    default: what the reader needs before the state (`read` says what is wrong)."""
+    rule, default = _top_level()[name]
+    value = context.get(name, default) if isinstance(context, dict) else default
+    return value if (value is None and rule.nullable) or rule.accepts(value) else default
+
+
+@cache
+def _top_level() -> dict[str, tuple[Rule, Any]]:
+    return {f.name: (f.metadata["rule"], f.default) for f in fields(DesiredState)
+            if "rule" in f.metadata}
+
+
+# A field of a section: its name, and the rule its value must meet or the section it is.
+Spec = tuple[str, Rule | None, type | None]
+
+
+@cache
+def _specs(cls: type) -> tuple[Spec, ...]:
+    return tuple((f.name, f.metadata.get("rule"),
+                  type(f.default) if is_dataclass(f.default) else None) for f in fields(cls))
+
+
+def _section[T](cls: type[T], data: Any, path: str, problems: list[Invalid]) -> T:
+    if not isinstance(data, dict):  # JSON's mappings
+        problems.append(Invalid(path, f"is {data!r}: make it a mapping of keys to values, or "
+                                      "remove it for racklift's defaults"))
+        return cls()
+    values: dict[str, Any] = {}
+    for name, rule, section in _specs(cls):
+        if name not in data:
+            continue  # the default
+        value = data[name]
+        if section is not None:
+            values[name] = _section(section, value, f"{path}.{name}", problems)
+        elif (value is None and rule.nullable) or (value is not None and rule.accepts(value)):
+            values[name] = value
+        else:  # the default stands; the problem says why
+            problems.append(Invalid(f"{path}.{name}", f"is {value!r}: {rule.fix}"))
+    return cls(**values)
+
+
+def has_software(context: Any) -> bool:
+    """Whether a context says anything of the desired software (not only what the device
+    type or the device records)."""
+    return isinstance(context, dict) and bool(set(context) - RECORD_KEYS)
+
+
+def role_vars(state: DesiredState) -> dict[str, Any]:
+    """What the node roles read of the desired state, as plain data (the inventory's host var
+    `racklift_desired`; inventory/group_vars/all/node_roles.yml maps it onto the roles'
+    variables). The image stage's part (OS image and disk, boot timeout) is not theirs."""
+    driver = asdict(replace(state.nvidia_driver, fabricmanager=state.fabric_manager))
+    return {"nvidia_driver": driver, "ofed": asdict(state.ofed),
+            "container_toolkit": asdict(state.container_toolkit),
+            "registry_mirror": asdict(state.registry_mirror),
+            "hardware": {"nvswitch": state.hardware.nvswitch}}

@@ -725,6 +725,103 @@ def test_profile_json_round_trip(profile: hwemu.Profile) -> None:
     assert hwemu.System.from_dict(profile.system.to_dict()) == profile.system
 
 
+# --------------------------------------------------------------------------- installed driver
+
+# What dpkg-query -W prints on a lab host after the nvidia_driver role (it holds its packages).
+DPKG = ("base-files\t12.4+deb12u8\tii \n"
+        "nvidia-fabricmanager-550\t550.127.05-1\thi \n"
+        "nvidia-open-550\t550.127.05-1\thi \n")
+
+
+@pytest.mark.parametrize(("packages", "version"), [
+    (DPKG, "550.127.05"),
+    ("nvidia-driver-570-open\t570.124.06-0ubuntu0.24.04.1\tii \n", "570.124.06"),  # Ubuntu
+    ("nvidia-driver\t535.183.01-1~deb12u1\tii \n", "535.183.01"),  # Debian's own
+    ("cuda-drivers\t565.57.01-1\tii \nnvidia-kernel-open-dkms\t565.57.01-1\tii \n",
+     "565.57.01"),
+    # Mid-upgrade the newest, compared as numbers (a string compare would pick 550.54.15).
+    ("nvidia-utils-550\t550.54.15-0ubuntu1\tii \nnvidia-open-550\t550.127.08-1\tii \n",
+     "550.127.08"),
+    ("nvidia-open-550\t550.127.08-1\trc \n", None),  # removed, its configuration left
+    ("nvidia-fabricmanager-550\t550.127.08-1\tii \n"
+     "nvidia-driver-assistant\t0.20.124.06-1\tii \n", None),  # not the driver
+    ("", None),
+])
+def test_installed_driver_from_dpkg_query(packages: str, version: str | None) -> None:
+    assert hwemu.installed_driver(packages) == version
+
+
+def _every_output(p: hwemu.Profile) -> dict[str, str]:
+    return {"xml": hwemu.nvidia_smi_xml(p), "q": hwemu.nvidia_smi_q(p),
+            "table": hwemu.nvidia_smi_summary(p), "version": hwemu.nvidia_smi_version(p),
+            "csv": hwemu.nvidia_smi_query(p, ["driver_version"], True, True),
+            "dmesg": hwemu.dmesg(p)}
+
+
+def test_installed_driver_shows_in_every_format(profile: hwemu.Profile) -> None:
+    p = hwemu.with_installed_driver(profile, "550.127.05")
+    out = _every_output(p)
+    assert not [name for name, text in out.items() if "550.127.08" in text]
+    root = ET.fromstring(out["xml"])
+    assert (root.findtext("driver_version"), root.findtext("cuda_version")) == (
+        "550.127.05", "12.4")
+    assert root.find("gpu").findtext("gsp_firmware_version") == "550.127.05"
+    q = _parse_q(out["q"])
+    assert (q["Driver Version"], q["CUDA Version"]) == ("550.127.05", "12.4")
+    assert "| NVIDIA-SMI 550.127.05             Driver Version: 550.127.05     " \
+           "CUDA Version: 12.4     |" in out["table"]
+    assert "NVML version        : 550.127\nDRIVER version      : 550.127.05\n" in out["version"]
+    assert out["csv"] == "550.127.05\n" * 8
+    assert "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.127.05  " in out["dmesg"]
+    assert profile.driver_version == "550.127.08"  # input untouched
+    # Another branch brings its CUDA version.
+    other = ET.fromstring(hwemu.nvidia_smi_xml(hwemu.with_installed_driver(profile, "570.124.06")))
+    assert (other.findtext("driver_version"), other.findtext("cuda_version")) == (
+        "570.124.06", "12.8")
+
+
+def test_no_driver_package_means_no_driver(profile: hwemu.Profile) -> None:
+    p = hwemu.with_installed_driver(profile, None)
+    assert (p.driver_version, p.cuda_version) == (None, None)
+    log = hwemu.dmesg(p)
+    assert "mlx5_core" in log and not re.search(r"nvidia|NVRM", log)
+
+
+def test_wrong_driver_fault_is_not_the_installed_one(profile: hwemu.Profile) -> None:
+    faulty = hwemu.inject(profile, "driver-version-wrong")
+    assert _check_driver(hwemu.with_installed_driver(faulty, "550.127.08"))
+    assert hwemu.with_installed_driver(faulty, None).driver_version is None
+
+
+def test_heal_keeps_the_driver_source(profile: hwemu.Profile) -> None:
+    profile.driver_from_packages = True
+    assert hwemu.heal(hwemu.inject(profile, "xid-79")).driver_from_packages
+
+
+def test_cli_on_a_lab_host_asks_dpkg(profile: hwemu.Profile, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    profile.driver_from_packages = True
+    path = tmp_path / "hw.json"
+    hwemu.save_profile(profile, str(path))
+    monkeypatch.setenv(hwemu.PROFILE_ENV, str(path))
+    listing = tmp_path / "packages"
+    fake = tmp_path / "dpkg-query"  # answers only the collector's query
+    fake.write_text(f"#!/bin/sh\n[ \"$*\" = '-W -f ${{Package}}\t${{Version}}"
+                    f"\t${{db:Status-Abbrev}}\n' ] && exec /bin/cat {listing}\nexit 2\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    listing.write_text(DPKG)
+    assert hwemu.main(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]) == 0
+    assert capsys.readouterr().out == "550.127.05\n" * 8
+    listing.write_text("base-files\t12.4+deb12u8\tii \n")
+    assert hwemu.main(["nvidia-smi"]) == 9
+    assert capsys.readouterr().out == hwemu.NVIDIA_SMI_NO_DRIVER + "\n\n"
+    fake.unlink()  # no dpkg at all: say so, rather than guess
+    assert hwemu.main(["ibstat"]) == 1
+    assert "cannot read the hardware profile or packages" in capsys.readouterr().err
+
+
 # --------------------------------------------------------------------------- lab-host CLI
 
 

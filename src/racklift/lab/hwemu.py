@@ -6,7 +6,8 @@ Stdlib only, Python 3.11. The file is copied verbatim onto lab hosts as
 ``ibstat``, ``ibv_devinfo``, ``dmidecode`` and ``dmesg`` (dispatch on the program name), or
 as ``python3 hwemu.py <subcommand>`` (``profile``, ``write-sysfs ROOT``, ``generate``,
 ``inject``, ``heal``, or any tool name). The hardware is described by a JSON profile read
-from ``$RACKLIFT_HW_PROFILE`` (default ``/etc/racklift-lab/hardware.json``).
+from ``$RACKLIFT_HW_PROFILE`` (default ``/etc/racklift-lab/hardware.json``). On lab hosts the
+driver is not the profile's but the installed package's (``Profile.driver_from_packages``).
 
 Output formats follow real captures (see ``tests/fixtures/real/SOURCES.md``):
 
@@ -27,7 +28,9 @@ import dataclasses
 import json
 import os
 import random
+import re
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -38,10 +41,28 @@ from xml.sax.saxutils import escape, quoteattr
 DEFAULT_PROFILE_PATH = "/etc/racklift-lab/hardware.json"
 PROFILE_ENV = "RACKLIFT_HW_PROFILE"
 
+# The CUDA version nvidia-smi prints for each driver branch the nvidia_driver role installs.
+_CUDA_BY_BRANCH = {"535": "12.2", "550": "12.4", "560": "12.6", "565": "12.7", "570": "12.8",
+                   "575": "12.9", "580": "13.0"}
+
+
+def _cuda_for(driver: str) -> str | None:
+    return _CUDA_BY_BRANCH.get(driver.split(".")[0])
+
+
 DEFAULT_DRIVER = "550.127.08"
-DEFAULT_CUDA = "12.4"
+DEFAULT_CUDA = _cuda_for(DEFAULT_DRIVER)
 WRONG_DRIVER = "535.183.01"
-WRONG_CUDA = "12.2"
+
+# Packages whose version is the driver's, as NVIDIA's CUDA repository (nvidia-open-550,
+# cuda-drivers-550, cuda-drivers, nvidia-driver, nvidia-kernel-open-dkms, nvidia-smi) and
+# Ubuntu (nvidia-driver-550-open, nvidia-utils-550-server, nvidia-dkms-550) name them; not
+# nvidia-fabricmanager-*, which follows the driver's version but is not the driver.
+_DRIVER_PACKAGE = re.compile(
+    r"(nvidia-open|cuda-drivers|nvidia-driver|nvidia-utils|nvidia-dkms)(-\d+)?(-server)?(-open)?"
+    r"|nvidia-kernel(-open)?-dkms|nvidia-smi")
+# What the fact collector runs too (playbooks/files/collect.py): name, version, status.
+DPKG_QUERY = ("dpkg-query", "-W", "-f", "${Package}\t${Version}\t${db:Status-Abbrev}\n")
 
 # Build stamps printed in the NVRM "loading" line. Approximate: no public capture of these
 # exact builds was found; only the line format is taken from real logs.
@@ -243,6 +264,10 @@ class Profile:
     kernel_log: list[str] = field(default_factory=list)
     driver_version: str | None = DEFAULT_DRIVER
     cuda_version: str | None = DEFAULT_CUDA
+    # Set on lab hosts (lab_hardware role): the driver is the installed package's, read with
+    # dpkg-query when a tool runs (with_installed_driver); unset (fixtures, tests on the
+    # controller), driver_version and cuda_version as given.
+    driver_from_packages: bool = False
     nvswitch: bool = False
     mac_swapped: bool = False
     faults: list[str] = field(default_factory=list)
@@ -541,13 +566,23 @@ def _wrong_system_serial(p: Profile) -> None:
     p.system.serial = new
 
 
-def _driver_version_wrong(p: Profile) -> None:
+def _set_driver(p: Profile, version: str) -> None:
+    """Driver `version` wherever the host shows it: nvidia-smi and the module's boot lines."""
     old = p.driver_version
-    p.driver_version, p.cuda_version = WRONG_DRIVER, WRONG_CUDA
-    if old and old != WRONG_DRIVER:
+    p.driver_version, p.cuda_version = version, _cuda_for(version)
+    if old and old != version:
         old_tok = f"  {old}  {_driver_stamp(old)}"
-        new_tok = f"  {WRONG_DRIVER}  {_driver_stamp(WRONG_DRIVER)}"
+        new_tok = f"  {version}  {_driver_stamp(version)}"
         p.kernel_log = [line.replace(old_tok, new_tok) for line in p.kernel_log]
+
+
+def _driver_version_wrong(p: Profile) -> None:
+    """The driver that answers is not the one NetBox asks for. On a lab host it is not the
+    installed package's either (with_installed_driver keeps it): as after NVIDIA's .run
+    installer put another driver over the packaged one, which dpkg still lists. (Not a stale
+    kernel module after an upgrade: real nvidia-smi then refuses with "Driver/library version
+    mismatch", exit 18, and reports no version.)"""
+    _set_driver(p, WRONG_DRIVER)
 
 
 def _fault(name: str, apply: Callable[[Profile], None]) -> Callable[[Profile], Profile]:
@@ -587,9 +622,42 @@ def inject(profile: Profile, kind: str) -> Profile:
 
 
 def heal(profile: Profile) -> Profile:
-    """Regenerate the healthy profile from (hostname, original serial, seed)."""
-    return generate_profile(profile.hostname, profile.original_serial or profile.system.serial,
-                            profile.seed)
+    """Regenerate the healthy profile from (hostname, original serial, seed), on the same
+    host (driver_from_packages kept)."""
+    healthy = generate_profile(profile.hostname, profile.original_serial or profile.system.serial,
+                               profile.seed)
+    return dataclasses.replace(healthy, driver_from_packages=profile.driver_from_packages)
+
+
+# --------------------------------------------------------------------------- installed driver
+
+
+def installed_driver(packages: str) -> str | None:
+    """The driver's upstream version from ``dpkg-query -W`` output (DPKG_QUERY's format): the
+    newest installed driver package's (they agree but in a half-done upgrade); None if none."""
+    versions = []
+    for line in packages.splitlines():
+        name, _, rest = line.partition("\t")
+        version, _, status = rest.partition("\t")
+        # The second status letter is the package's state: "ii", or "hi" when held (as the
+        # nvidia_driver role leaves them); "rc" is removed, only its configuration left.
+        if status[1:2] == "i" and _DRIVER_PACKAGE.fullmatch(name):
+            versions.append(version.split("-")[0])  # the upstream version: no Debian revision
+    return max(versions, key=lambda v: [int(n) for n in re.findall(r"\d+", v)], default=None)
+
+
+def with_installed_driver(profile: Profile, installed: str | None) -> Profile:
+    """The profile as a host with driver `installed` (:func:`installed_driver`) shows it. None:
+    no driver, so nvidia-smi fails and the kernel log has no nvidia lines. Under the
+    driver-version-wrong fault the profile's (wrong) driver answers whatever is installed."""
+    p = copy.deepcopy(profile)
+    if installed is None:
+        p.driver_version = p.cuda_version = None
+        p.kernel_log = [line for line in p.kernel_log if not line.partition("] ")[2].startswith(
+            ("nvidia", "NVRM", "Disabling lock debugging"))]
+    elif "driver-version-wrong" not in p.faults:
+        _set_driver(p, installed)
+    return p
 
 
 # --------------------------------------------------------------------------- nvidia-smi tree
@@ -1692,6 +1760,8 @@ NVSMI_BAD_ARGS = "Invalid combination of input arguments. Please run 'nvidia-smi
 
 
 def _cli_nvidia_smi(p: Profile, args: list[str]) -> str:
+    # Without a driver package a real host has no nvidia-smi at all; this link stays in PATH,
+    # so it answers as nvidia-smi does when no driver is loaded.
     if not p.driver_version:
         raise _Exit(9, NVIDIA_SMI_NO_DRIVER + "\n\n")
     query = xml = list_gpus = version = False
@@ -1841,11 +1911,20 @@ _USAGE = (
 )
 
 
+def _host_profile() -> Profile:
+    """The profile, with the installed driver where it says so (lab hosts)."""
+    profile = load_profile()
+    if not profile.driver_from_packages:
+        return profile
+    packages = subprocess.run(DPKG_QUERY, capture_output=True, text=True, check=True).stdout
+    return with_installed_driver(profile, installed_driver(packages))
+
+
 def _run_tool(name: str, args: list[str]) -> int:
     try:
-        profile = load_profile()
-    except (OSError, ValueError) as exc:
-        sys.stderr.write(f"{name}: cannot read hardware profile: {exc}\n")
+        profile = _host_profile()
+    except (OSError, ValueError, subprocess.CalledProcessError) as exc:
+        sys.stderr.write(f"{name}: cannot read the hardware profile or packages: {exc}\n")
         return 1
     try:
         sys.stdout.write(TOOLS[name](profile, args))

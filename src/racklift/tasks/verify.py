@@ -51,9 +51,10 @@ def verify(c, site=None, rack=None, role="gpu-server", status=None, host=None, c
     """The gate: collect each host's facts, compare them with NetBox, run health checks.
 
     staged/failed hosts become `active` only when everything passes, otherwise `failed`,
-    with a journal entry listing every reason. `active` hosts get a drift report. Writes
-    report.json, junit.xml and the support bundles to runs/<time>-verify/. Exit 1 when any
-    host fails."""
+    with a journal entry listing every reason; hosts locked by a running provision, not yet
+    configured, or whose status changed meanwhile are reported and left as they are. `active`
+    hosts get a drift report. Writes report.json, junit.xml and the support bundles to
+    runs/<time>-verify/. Exit 1 when any host fails."""
     chosen = selection(site, rack, role, status, host)
     with operator_errors():
         run = verify_hosts(connect(), chosen, write=not check, mark_active_failed=mark_failed,
@@ -61,8 +62,10 @@ def verify(c, site=None, rack=None, role="gpu-server", status=None, host=None, c
         report_file, junit = report.write(run.run_dir, run.verdicts, chosen.describe())
     console.print(report.table(run.verdicts, f"verify: {chosen.describe()}"))
     counts = report.summary(run.verdicts)
+    held = sum(1 for v in run.verdicts if v.held)  # each said why as it was decided
     console.print(f"{counts['passed']} passed, {counts['failed']} failed, "
                   f"{counts['skipped']} skipped in {run.seconds:.1f} s"
+                  f"{f', {held} left as they are in NetBox' if held else ''}"
                   f"{' (check: NetBox not written)' if check else ''}; "
                   f"report {report_file}, JUnit {junit}, bundles {run.run_dir / 'bundles'}")
     if json:

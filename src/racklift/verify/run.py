@@ -24,6 +24,7 @@ from racklift.verify.verdict import (
     not_verified,
     record,
     skipped,
+    with_holds,
 )
 
 
@@ -78,10 +79,12 @@ class VerifyRun:
 
 
 def gate(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *, write: bool = True,
-         mark_active_failed: bool = False, adopt_serials: bool = False,
+         mark_active_failed: bool = False, adopt_serials: bool = False, run: str | None = None,
          progress: Callable[[str], None] = lambda _: None,
          on_event: Callable[[HostEvent], None] | None = None) -> list[HostVerdict]:
-    """Collect, compare, check and (unless `write` is false) record the verdicts of `hosts`."""
+    """Collect, compare, check and (unless `write` is false) record the verdicts of `hosts`.
+    `run` is the pipeline run that holds the hosts' locks, if one calls the gate; hosts locked
+    by any other run, not configured, or whose status changed meanwhile are reported only."""
     reachable = [h for h in hosts if not h.problems and h.address and h.status in VERIFIED]
     progress(f"collecting facts from {len(reachable)} hosts")
     collected = (collect(netbox, reachable, run_dir / "bundles", artifacts=run_dir / "ansible",
@@ -101,6 +104,11 @@ def gate(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *, write: boo
     if write and adopt_serials:
         progress(f"adopted {adopt(netbox, observed)} first-seen GPU serials into NetBox")
     if write:
+        # Read right before writing: collecting took a while, and NetBox may have moved on.
+        verdicts = with_holds(netbox, verdicts, run=run, mark_active_failed=mark_active_failed)
+        for v in verdicts:
+            if v.held:
+                progress(f"{v.host}: not recorded: {v.held}")
         verdicts = record(netbox, verdicts, mark_active_failed=mark_active_failed)
     return verdicts
 

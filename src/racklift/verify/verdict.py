@@ -1,6 +1,7 @@
 """The gate's verdict per host, and recording it in NetBox: `active` only when everything
 passes; otherwise `failed` and one journal entry listing every mismatch and failed check.
-Re-running with nothing changed writes nothing."""
+Re-running with nothing changed writes nothing. A host the pipeline has not handed over (locked
+by another run, or not configured) or whose status moved while verify ran is reported only."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from typing import Any
 from racklift.facts.host import HostFacts
 from racklift.netbox.client import NetBox
 from racklift.netbox.model import ExpectedHost, Problem
+from racklift.pipeline import lock
+from racklift.pipeline.plan import COMPLETED, CONFIGURE
+from racklift.pipeline.state import read_stages
 from racklift.verify.compare import CRITICAL, Mismatch, compare
 from racklift.verify.health import PASSING, CheckResult, run_checks
 
@@ -20,6 +24,7 @@ GATED = ("staged", "failed")
 # Statuses whose hosts are looked at: others (planned, offline, ...) are not running racklift's
 # image yet, or are out of service, and are not connected to at all.
 VERIFIED = (*GATED, "active")
+CONFIGURED = COMPLETED[CONFIGURE]  # the stage after which the pipeline hands a host to the gate
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,7 @@ class HostVerdict:
     not_collected: tuple[str, ...] = ()
     skipped: str | None = None  # not looked at, and why: neither a pass nor a failure
     changes: tuple[str, ...] = field(default=(), compare=False)  # what was written to NetBox
+    held: str | None = field(default=None, compare=False)  # why nothing was written to NetBox
 
     @property
     def failures(self) -> list[str]:
@@ -99,14 +105,70 @@ def target_status(verdict: HostVerdict) -> str:
     return "active" if verdict.passed else "failed"
 
 
+def recorded(verdict: HostVerdict, mark_active_failed: bool = False) -> bool:
+    """Whether `record` writes this verdict at all: `staged` and `failed` hosts are gated;
+    `active` ones only get a drift report unless `mark_active_failed` (then a failing one is
+    marked `failed`); any other status (planned, offline, ...) is not in the pipeline."""
+    if verdict.status == "active":
+        return mark_active_failed and not verdict.passed
+    return verdict.status in GATED
+
+
+@dataclass(frozen=True)
+class InNetBox:
+    """A host as NetBox has it right before its verdict is written."""
+
+    status: str | None  # None: the device is gone
+    stage: str | None  # racklift_stage: the last pipeline stage it completed
+    holder: lock.Ticket | None  # the run that holds its lock
+
+
+def hold(verdict: HostVerdict, now: InNetBox, *, run: str | None = None,
+         mark_active_failed: bool = False) -> str | None:
+    """Why the verdict must not be written to NetBox now; None: `record` may write it.
+
+    `run` is the pipeline run calling the gate: its own lock is no reason to hold. A host held
+    is left entirely as it is, a failing one too: a host that a run holds or that was never
+    configured is half-built, failing is expected there, and `failed` would make the next
+    `provision` skip it; its verdict is still reported."""
+    if not recorded(verdict, mark_active_failed):
+        return None
+    if now.status != verdict.status:
+        # Someone else moved it while the facts were collected: their change wins.
+        return (f"status changed to {now.status} since verify started: left as it is"
+                if now.status else "no longer in NetBox")
+    if now.holder is not None and now.holder.run != run:
+        return f"{now.holder.describe()}: left to that run"
+    if verdict.status in GATED and now.stage != CONFIGURED:
+        return (f"last completed stage {now.stage or 'none'}, not {CONFIGURED}: left "
+                f"{verdict.status} until provision has configured it")
+    return None
+
+
+def with_holds(netbox: NetBox, verdicts: Iterable[HostVerdict], *, run: str | None = None,
+               mark_active_failed: bool = False) -> list[HostVerdict]:
+    """The verdicts with why each must not be written (see `hold`), from NetBox read now."""
+    verdicts = list(verdicts)
+    ids = [v.netbox_id for v in verdicts if recorded(v, mark_active_failed)]
+    if not ids:
+        return verdicts
+    holders = lock.current(netbox, ids)
+    stages = read_stages(netbox, ids)
+    statuses = {row["id"]: row["status"]["value"] for row in netbox.get_for_ids(
+        "dcim/devices", "id", ids, {}, fields=("id", "status"))}
+    return [replace(v, held=hold(v, InNetBox(statuses.get(v.netbox_id),
+                                             stages.get(v.netbox_id),
+                                             holders.get(v.netbox_id)),
+                                 run=run, mark_active_failed=mark_active_failed))
+            for v in verdicts]
+
+
 def record(netbox: NetBox, verdicts: Iterable[HostVerdict], *,
            mark_active_failed: bool = False) -> list[HostVerdict]:
     """Write each verdict to NetBox: status and a journal entry, unless both already say it.
 
-    Only `staged` and `failed` hosts are gated. `active` hosts are only reported on (drift),
-    unless `mark_active_failed`: then a failing active host is marked `failed`. Hosts in any
-    other status (planned, offline, ...) are reported on. Returns the verdicts with what was
-    written.
+    Verdicts that are not `recorded` or are `held` are only reported on. Returns the verdicts
+    with what was written.
     """
     verdicts = list(verdicts)
     last = _last_journal(netbox, [v.netbox_id for v in verdicts])
@@ -114,16 +176,12 @@ def record(netbox: NetBox, verdicts: Iterable[HostVerdict], *,
     entries: list[dict[str, Any]] = []
     written = []
     for v in verdicts:
+        if v.held or not recorded(v, mark_active_failed):
+            written.append(v)
+            continue
         target = target_status(v)
         text = journal_text(v)
         changes: list[str] = []
-        if v.status == "active":
-            if v.passed or not mark_active_failed:
-                written.append(v)  # drift report only: active hosts are not touched
-                continue
-        elif v.status not in GATED:
-            written.append(v)  # planned, offline, ...: not in the pipeline, report only
-            continue
         if v.status != target:
             status_changes.append({"id": v.netbox_id, "status": target})
             changes.append(f"status {v.status} → {target}")

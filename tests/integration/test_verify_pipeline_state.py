@@ -1,0 +1,138 @@
+"""verify respects the pipeline, against the real test NetBox: a host is promoted only when
+no other run holds it and its last completed stage is `configured`, and a host moved while
+verify ran stays where it was moved. The gate's code is real from the NetBox selection to the
+write; only the SSH collection is replaced by the support bundle the lab's emulated hardware
+yields (tests/emulated.py), so these tests need no containers."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+import pytest
+
+import emulated
+from racklift.facts.bundle import Bundle, Output
+from racklift.lab import hosts, seed
+from racklift.netbox.reader import Selection, read_hosts
+from racklift.pipeline import lock
+from racklift.pipeline.state import STAGE_FIELD
+from racklift.verify import report
+from racklift.verify import run as verify_run
+from racklift.verify.run import gate, verify
+
+NAME = emulated.PLAN.name
+SELECT = Selection(names=(NAME,))
+BOB = lock.Owner("bob", "ctl02.example", 77)
+
+
+@pytest.fixture(scope="module")
+def host(netbox, tmp_path_factory) -> int:
+    """The emulated lab host's NetBox record (no container); its device id."""
+    os.environ["RACKLIFT_RUNS"] = str(tmp_path_factory.mktemp("runs"))
+    seed.apply(netbox, hosts.plan(1, emulated.PLAN.rack))
+    yield netbox.get_all("dcim/devices", {"name": NAME}, fields=("id",))[0]["id"]
+    os.environ.pop("RACKLIFT_RUNS")
+
+
+def healthy_bundle() -> Bundle:
+    """The emulated host's support bundle, passing as NetBox records it: the seed's HGX type
+    has NVSwitches, so its fabric manager runs."""
+    bundle = emulated.bundle(emulated.healthy_profile())
+    return replace(bundle, outputs={**bundle.outputs,
+                                    "services.txt": Output("nvidia-fabricmanager\tactive\n")})
+
+
+@pytest.fixture
+def collected(monkeypatch):
+    """Collection brings back the healthy host's bundle; the actions in the list it returns
+    run meanwhile."""
+    during = []
+
+    def collect(netbox, chosen, bundle_dir, **_):
+        for action in during:
+            action()
+        return {h.name: healthy_bundle() for h in chosen}
+
+    monkeypatch.setattr(verify_run, "collect", collect)
+    return during
+
+
+def pipeline_state(netbox, device: int, status: str, stage: str | None) -> None:
+    netbox.update("dcim/devices", [{"id": device, "status": status,
+                                    "custom_fields": {STAGE_FIELD: stage}}])
+
+
+def status(netbox) -> str:
+    return read_hosts(netbox, SELECT)[0].status
+
+
+def verify_entries(netbox, device: int) -> list[str]:
+    entries = netbox.get_all("extras/journal-entries", {"assigned_object_type": "dcim.device",
+                                                        "assigned_object_id": device})
+    return [e["comments"] for e in sorted(entries, key=lambda e: e["id"])
+            if e["comments"].startswith("racklift verify")]
+
+
+def test_a_staged_host_locked_by_another_run_is_not_promoted(netbox, host, collected):
+    pipeline_state(netbox, host, "staged", "configured")
+    assert lock.acquire(netbox, [host], "run-bob", "provision", BOB) == {}
+    before = verify_entries(netbox, host)
+    lines: list[str] = []
+    try:
+        run = verify(netbox, SELECT, progress=lines.append)
+    finally:
+        lock.release(netbox, [host], "run-bob")
+    v = run.verdicts[0]
+    assert v.passed and v.changes == ()
+    assert v.held is not None and v.held.startswith(
+        "locked by bob@ctl02.example (provision run run-bob, pid 77) since ")
+    assert f"{NAME}: not recorded: {v.held}" in lines
+    assert report.to_json(run.verdicts, "t")["hosts"][0]["held"] == v.held
+    assert status(netbox) == "staged" and verify_entries(netbox, host) == before
+
+
+@pytest.mark.parametrize("stage", [None, "imaged"])
+def test_a_staged_host_not_configured_is_not_promoted(netbox, host, collected, stage):
+    pipeline_state(netbox, host, "staged", stage)
+    before = verify_entries(netbox, host)
+    run = verify(netbox, SELECT)
+    assert run.verdicts[0].passed and run.verdicts[0].held == (
+        f"last completed stage {stage or 'none'}, not configured: left staged until "
+        "provision has configured it")
+    assert status(netbox) == "staged" and verify_entries(netbox, host) == before
+
+
+def test_the_same_host_configured_and_unlocked_is_promoted(netbox, host, collected):
+    pipeline_state(netbox, host, "staged", "configured")
+    before = verify_entries(netbox, host)
+    run = verify(netbox, SELECT)
+    assert run.verdicts[0].passed and run.verdicts[0].held is None
+    assert run.verdicts[0].changes == ("status staged → active", "journal entry")
+    assert status(netbox) == "active"
+    assert verify_entries(netbox, host)[len(before):] == [
+        "racklift verify: passed: the host matches NetBox and is healthy."]
+
+
+def test_the_pipeline_run_holding_the_lock_promotes_its_host(netbox, host, collected,
+                                                             tmp_path):
+    pipeline_state(netbox, host, "staged", "configured")
+    assert lock.acquire(netbox, [host], "run-mine", "provision") == {}
+    try:
+        verdicts = gate(netbox, read_hosts(netbox, SELECT), tmp_path, run="run-mine")
+    finally:
+        lock.release(netbox, [host], "run-mine")
+    assert verdicts[0].passed and verdicts[0].held is None
+    assert status(netbox) == "active"
+
+
+def test_a_host_moved_while_verify_ran_stays_where_it_was_moved(netbox, host, collected):
+    pipeline_state(netbox, host, "staged", "configured")
+    # An operator takes the host out while its facts are collected.
+    collected.append(lambda: netbox.update("dcim/devices", [{"id": host,
+                                                             "status": "offline"}]))
+    before = verify_entries(netbox, host)
+    run = verify(netbox, SELECT)
+    assert run.verdicts[0].passed and run.verdicts[0].held == (
+        "status changed to offline since verify started: left as it is")
+    assert status(netbox) == "offline" and verify_entries(netbox, host) == before

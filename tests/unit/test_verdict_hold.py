@@ -1,0 +1,77 @@
+"""Which verdicts the gate may write to NetBox (pure): only hosts the pipeline has handed over
+(configured, not locked by another run) and whose status did not move while verify ran."""
+
+import pytest
+
+from racklift.pipeline.lock import Ticket
+from racklift.verify.health import CheckResult
+from racklift.verify.verdict import HostVerdict, InNetBox, hold, recorded
+
+OK = (CheckResult("gpu.ecc", "OK", "enabled"),)
+BAD = (CheckResult("gpu.ecc", "CRITICAL", "uncorrected errors"),)
+BOB = Ticket(entry_id=9, device_id=1, run="run-bob", owner="bob@ctl02.example", pid=77,
+             verb="provision", created="2026-11-30T10:00:00Z")
+
+
+def verdict(status="staged", checks=OK):
+    return HostVerdict("gpu-001", 1, status, checks=checks)
+
+
+def now(status="staged", stage="configured", holder=None):
+    return InNetBox(status, stage, holder)
+
+
+@pytest.mark.parametrize(("status", "checks", "mark", "written"), [
+    ("staged", OK, False, True), ("staged", BAD, False, True),
+    ("failed", OK, False, True), ("failed", BAD, False, True),
+    ("active", OK, False, False), ("active", BAD, False, False),  # drift report only
+    ("active", OK, True, False), ("active", BAD, True, True),  # --mark-failed demotes
+    ("planned", OK, False, False), ("offline", BAD, True, False),
+])
+def test_recorded(status, checks, mark, written):
+    assert recorded(verdict(status, checks), mark) is written
+
+
+def test_a_configured_unlocked_host_is_written_pass_or_fail():
+    assert hold(verdict(), now()) is None
+    assert hold(verdict("failed", BAD), now("failed")) is None
+
+
+@pytest.mark.parametrize("checks", [OK, BAD])
+def test_a_host_locked_by_another_run_is_left_to_it(checks):
+    why = hold(verdict(checks=checks), now(holder=BOB))
+    assert why is not None and why.startswith("locked by bob@ctl02.example (provision run "
+                                              "run-bob, pid 77)")
+    assert why.endswith("left to that run")
+    # Not another run's: the pipeline's own gate promotes the hosts it holds.
+    assert hold(verdict(checks=checks), now(holder=BOB), run="run-bob") is None
+    assert hold(verdict(checks=checks), now(holder=BOB), run="run-alice") is not None
+
+
+@pytest.mark.parametrize(("stage", "shown"), [(None, "none"), ("imaged", "imaged")])
+@pytest.mark.parametrize("status", ["staged", "failed"])
+def test_a_host_not_configured_is_neither_promoted_nor_failed(stage, shown, status):
+    for checks in (OK, BAD):
+        assert hold(verdict(status, checks), now(status, stage)) == (
+            f"last completed stage {shown}, not configured: left {status} until provision "
+            "has configured it")
+
+
+def test_a_host_whose_status_moved_meanwhile_is_left_as_it_is():
+    assert hold(verdict(), now("offline")) == ("status changed to offline since verify "
+                                               "started: left as it is")
+    assert hold(verdict(), now(None)) == "no longer in NetBox"
+    # Checked before the lock: whoever moved it, their change wins.
+    assert hold(verdict(), now("offline", holder=BOB)).startswith("status changed")
+
+
+def test_active_hosts_with_mark_failed_need_no_stage_but_respect_locks():
+    failing = verdict("active", BAD)
+    assert hold(failing, now("active", None), mark_active_failed=True) is None
+    assert hold(failing, now("active", None, BOB), mark_active_failed=True) is not None
+    # Not written at all without the flag: nothing to hold.
+    assert hold(failing, now("active", None, BOB)) is None
+
+
+def test_hosts_that_are_only_reported_are_never_held():
+    assert hold(verdict("planned"), now("offline", None, BOB)) is None

@@ -42,10 +42,11 @@ def test_groups_and_host_vars(instance, seeded_netbox, demo_plan):
     assert hv["racklift_expected"]["macs"] == first.macs
     assert hv["racklift_expected"]["ips"] == {"eno1": [first.primary_ip], "bmc": [first.oob_ip]}
     assert hv["racklift_expected"]["tags"] == ["racklift-lab"]
-    assert hv["racklift_config"]["nvidia_driver"]["version"] == "550.127.08"
+    assert hv["racklift_desired"]["nvidia_driver"]["version"] == "550.127.08"
     assert hv["racklift_problems"] == []
-    # group_vars next to the inventory source supply defaults to every host.
-    assert hv["racklift_software_defaults"]["ofed"] == {"source": "inbox"}
+    # The desired state arrives parsed, defaults applied (racklift.netbox.desired): neither the
+    # raw context nor a second set of defaults in group_vars.
+    assert "racklift_config" not in hv and "racklift_software_defaults" not in hv
 
 
 def test_filters_by_host_and_status(instance, seeded_netbox):

@@ -145,7 +145,8 @@ def stage_host(server: BootServer, host: str, mac: str, image_url: str,
     """What the controller and the boot_server role do for a host being deployed."""
     token = deploy_data.new_token()
     spec = deploy_data.HostDeploy(
-        host=host, mac=mac, address=GUEST_ADDRESS, gateway=GUEST_HOST, dns=("10.0.2.3",),
+        host=host, mac=mac, address=GUEST_ADDRESS, target_disk="/dev/vda", gateway=GUEST_HOST,
+        dns=("10.0.2.3",),
         authorized_keys=(ssh_key.with_suffix(".pub").read_text().strip(),))
     artifact = deploy_data.ImageArtifact(image.name, image.build_id, image.sha256)
     data = deploy_data.render(spec, artifact, server.http_url)

@@ -31,7 +31,8 @@ SERVER = "http://10.90.0.1"
 
 def spec(**changes) -> HostDeploy:
     base = HostDeploy(host="gpu-a01", mac="52:54:00:AA:BB:01", address="10.90.0.11/24",
-                      gateway="10.90.0.1", dns=("10.90.0.1",), authorized_keys=(KEY,))
+                      target_disk="/dev/vda", gateway="10.90.0.1", dns=("10.90.0.1",),
+                      authorized_keys=(KEY,))
     return dataclasses.replace(base, **changes)
 
 

@@ -67,10 +67,11 @@ class HostDeploy:
     host: str  # the NetBox device name
     mac: str  # provisioning NIC
     address: str  # with prefix length, e.g. 10.90.0.11/24
+    # The disk to overwrite (the host's racklift.os_disk): no default, a guess erases a disk.
+    target_disk: str
     gateway: str | None = None
     dns: tuple[str, ...] = ()
     authorized_keys: tuple[str, ...] = field(default_factory=tuple)
-    target_disk: str = "/dev/vda"  # the pipeline passes the host's racklift.os_disk
     hostname: str | None = None  # defaults to host
 
 

@@ -28,6 +28,7 @@ class HostRun:
     verdict: HostVerdict | None = None
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)  # stage → seconds on this host
 
     @property
     def name(self) -> str:
@@ -42,6 +43,7 @@ class HostRun:
                 "stages": list(self.plan.stages), "skip": self.plan.skip,
                 "result": self.result, "stage_reached": self.reached, "error": self.error,
                 "warnings": self.warnings, "seconds": round(self.seconds, 1),
+                "stage_seconds": self.timings,
                 "verdict": self.verdict.to_dict() if self.verdict else None}
 
 

@@ -20,6 +20,7 @@ from racklift.netbox.client import NetBox
 from racklift.netbox.model import ExpectedHost
 from racklift.netbox.reader import Selection, read_hosts
 from racklift.pipeline import lock, report
+from racklift.pipeline.image import imaging_problems
 from racklift.pipeline.model import (
     FAILED,
     INTERRUPTED,
@@ -63,9 +64,8 @@ def _preflight(h: HostRun) -> None:
         h.result = SKIPPED
         return
     problems = [f"{p.field}: {p.message}" for p in h.host.problems]
-    if IMAGE in h.plan.stages and not h.host.oob_ip:
-        problems.append("oob_ip: no BMC address: imaging needs the BMC's IP as the device's "
-                        "OOB IP in NetBox")
+    if IMAGE in h.plan.stages:
+        problems += [f"{p.field}: {p.message}" for p in imaging_problems(h.host)]
     if problems:
         h.result, h.reached, h.error = PREFLIGHT, "preflight", "; ".join(problems)
 
@@ -84,6 +84,7 @@ class _Batch:
         self.run_dir, self.progress, self.scheduler = run_dir, progress, scheduler
         self.image, self.extravars = image, extravars
         self.rack = runs[0].host.rack or "no-rack"
+        self.stage_started = time.monotonic()
 
     def live(self, stage: str) -> list[HostRun]:
         return [h for h in self.runs if not h.result and stage in h.plan.stages]
@@ -152,7 +153,15 @@ class _Batch:
             self.progress.stage([h.name for h in live], stage)
         for h in live:
             h.reached = stage
+        self.stage_started = time.monotonic()
         return live
+
+    def timed(self, live: list[HostRun], stage: str) -> None:
+        """The stage's time on each host that went through it (a rack's hosts go through a
+        stage together, so each has the batch's time), for the report."""
+        seconds = round(time.monotonic() - self.stage_started, 1)
+        for h in live:
+            h.timings[stage] = seconds
 
     def completed(self, live: list[HostRun], stage: str, what: str) -> None:
         apply(self.netbox, [Transition(h.host.netbox_id,
@@ -167,6 +176,7 @@ class _Batch:
         if self.image is None:
             raise RackliftError("the image stage is not available here: pass --no-image")
         outcome = self.image(self.netbox, [h.host for h in live], self.run_dir, self.progress)
+        self.timed(live, IMAGE)
         self.fail({n: why for n, why in outcome.items() if why}, IMAGE)
         self.completed(live, IMAGE, "imaged")
 
@@ -178,6 +188,7 @@ class _Batch:
         result = run_playbook("configure.yml", names, self.netbox.settings,
                               artifacts=self.run_dir / "ansible", ident=f"configure-{self.rack}",
                               extravars=self.extravars, on_event=self.progress.event)
+        self.timed(live, CONFIGURE)
         failures = dict(result.failed)
         for name in names:
             if name not in failures and name not in result.ok:
@@ -195,9 +206,15 @@ class _Batch:
         hosts = [replace(h.host, status="staged") for h in live]
         verdicts = gate(self.netbox, hosts, self.run_dir, run=self.run_id,
                         progress=self.progress.note, on_event=self.progress.event)
+        self.timed(live, VERIFY)
         for h, verdict in zip(live, verdicts, strict=True):
             h.verdict = verdict
-            if verdict.passed:
+            if verdict.held:
+                # NetBox was not written (the status moved, the lock was broken or taken):
+                # nothing is admitted that NetBox does not say is active; a re-run resumes.
+                h.result, h.error = INTERRUPTED, f"not recorded in NetBox: {verdict.held}"
+                self.progress.failed(h.name, VERIFY, h.error)
+            elif verdict.passed:
                 h.result = JOINED
             else:
                 h.result, h.error = FAILED, "; ".join(verdict.failures) or "no checks ran"
@@ -207,10 +224,12 @@ class _Batch:
         joined = [h for h in self.runs if h.result == JOINED]
         if not joined or self.scheduler is None:
             return
+        started = time.monotonic()
         result = self.scheduler.resume([h.name for h in joined],
                                        f"racklift {self.options.verb} run {self.run_id}: passed")
         for h in joined:
             h.reached = "join"
+            h.timings["join"] = round(time.monotonic() - started, 1)
             if h.name in result.errors:
                 h.warnings.append(f"{self.scheduler.name} resume: {result.errors[h.name]}")
 

@@ -34,7 +34,7 @@ def table(verdicts: Sequence[HostVerdict], title: str) -> Table:
             str(len(v.mismatches)),
             f"{len(v.checks) - len(bad_checks)}/{len(v.checks)} OK" if v.checks else "-",
             (v.failures or v.warnings or [v.skipped or "-"])[0],
-            ", ".join(v.changes) or "-")
+            f"left as it is: {v.held}" if v.held else ", ".join(v.changes) or "-")
     return out
 
 

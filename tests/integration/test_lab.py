@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from helpers import BIN, REPO, TEST_NET
+from racklift.ansible import run_playbook
 from racklift.lab import hardware, hosts, podman, seed
 from racklift.lab import rack as lab_rack
 from racklift.netbox.reader import Selection, read_hosts
@@ -40,10 +41,15 @@ def ansible(instance, *args):
 
 
 @pytest.fixture(scope="module")
-def lab(netbox):
+def lab(netbox, settings):
     lab_rack.down(netbox, TEST_NET)  # leftovers of an interrupted run
     result = lab_rack.up(netbox, 4, RACK, net=TEST_NET)
     print(f"\n[lab] 4 hosts up in {result.seconds:.1f} s, containers {result.memory_mib:.0f} MiB")
+    # The emulated nvidia-smi reports the installed driver package's version (and fails, as
+    # without a driver, when there is none): the stand-in driver, as configure installs it.
+    driver = run_playbook("configure.yml", [h.name for h in result.hosts], settings,
+                          extravars={"racklift_roles": ["nvidia_driver"]})
+    assert driver.rc == 0, driver.failed
     yield result
     lab_rack.down(netbox, TEST_NET)
 

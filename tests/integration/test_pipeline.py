@@ -36,9 +36,10 @@ from racklift.pipeline.run import run
 RACK = "P01"
 SELECT = Selection(racks=(RACK,), roles=("gpu-server",))
 PLANTED_BMC_PASSWORD = "planted-bmc-password-5e1f"
-# Tests after the first one configure with no roles: the roles have their own Molecule
+# Tests after the first one configure with the driver role alone (the emulated nvidia-smi
+# reports the installed driver package, as on a real host): the roles have their own Molecule
 # scenarios; these tests are about the pipeline around them.
-LIGHT = {"racklift_roles": []}
+LIGHT = {"racklift_roles": ["nvidia_driver"]}
 
 
 class Hooked(Progress):

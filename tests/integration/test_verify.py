@@ -13,6 +13,7 @@ import pytest
 
 from helpers import BIN, FIXTURES, REPO
 from helpers import TEST_NET as NET
+from racklift.ansible import run_playbook
 from racklift.lab import hardware, hwemu, podman
 from racklift.lab import rack as lab_rack
 from racklift.netbox.reader import Selection, read_hosts
@@ -25,11 +26,16 @@ SELECT = Selection(racks=(RACK,))
 
 
 @pytest.fixture(scope="module")
-def lab(netbox, tmp_path_factory):
+def lab(netbox, settings, tmp_path_factory):
     os.environ["RACKLIFT_RUNS"] = str(tmp_path_factory.mktemp("runs"))
     lab_rack.down(netbox, NET)
     result = lab_rack.up(netbox, 4, RACK, net=NET)
-    # The lab's hosts stand in for hosts provision has configured: the gate may admit them.
+    # The lab's hosts stand in for hosts provision has configured: the driver role (the stand-in
+    # driver and fabric manager, which the emulated nvidia-smi and the NVSwitch type need),
+    # then the stage that lets the gate admit them.
+    driver = run_playbook("configure.yml", [h.name for h in result.hosts], settings,
+                          extravars={"racklift_roles": ["nvidia_driver"]})
+    assert driver.rc == 0, driver.failed
     netbox.update("dcim/devices", [
         {"id": d["id"], "custom_fields": {STAGE_FIELD: "configured"}}
         for d in netbox.get_all("dcim/devices", {"name": [h.name for h in result.hosts]},

@@ -17,6 +17,8 @@ Layout of `<bundle>/<host>/`:
     packages.txt         dpkg-query -W (package, version, status)
     services.txt         systemctl is-active of fabric manager, persistenced, docker, containerd
     df.txt               df -P -B1 / /var
+    container-check.json verify only: container_check.py's steps (a GPU container pulled
+                         through the registry mirror, run with the nvidia runtime)
     sysfs.json           InfiniBand, NIC speed and DMI files from sysfs: {relative path: value}
     commands.json        for each output above: the command, its exit code, stderr, seconds
     meta.json            hostname, collection time, sysfs root
@@ -34,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from racklift.errors import RackliftError
+
+CONTAINER_CHECK = "container-check.json"
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from racklift.facts import parsers
-from racklift.facts.bundle import Bundle
+from racklift.facts.bundle import CONTAINER_CHECK, Bundle
+from racklift.facts.container_check import ContainerCheck, parse_container_check
 from racklift.facts.model import (
     CPUFacts,
     HCAPortFacts,
@@ -59,6 +60,7 @@ class HostFacts:
     services: dict[str, str] = field(default_factory=dict)  # unit → is-active answer
     disks: tuple[DiskFacts, ...] = ()
     kernel_events: tuple[KernelEvent, ...] = ()
+    container_check: ContainerCheck | None = None  # verify's container check; None: not run
     not_collected: tuple[str, ...] = ()  # outputs missing or failed, with the reason
 
     def nic(self, name: str) -> NICFacts | None:
@@ -182,5 +184,8 @@ def from_bundle(bundle: Bundle) -> HostFacts:
         services=_services(_text(bundle, "services.txt", [])),
         disks=_disks(_text(bundle, "df.txt", missing)),
         kernel_events=tuple(_parsed(parsers.parse_dmesg, bundle, "dmesg.txt", missing, [])),
+        # Only verify runs the container check: a bundle without it lacks nothing.
+        container_check=(_parsed(parse_container_check, bundle, CONTAINER_CHECK, missing, None)
+                         if bundle.output(CONTAINER_CHECK) else None),
         not_collected=tuple(missing),
     )

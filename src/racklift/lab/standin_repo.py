@@ -3,9 +3,9 @@ MLNX_OFED) cannot be reached here, so tests build a local, signed, flat reposito
 packages under the real names and versions and point the unchanged roles at it.
 
 The packages are stand-ins: they carry the vendor's package relationships (metapackages,
-conflicts between driver branches) and systemd units that idle, never a driver. Every file
-they install lives under a path that says so (`/usr/share/racklift-standin/`), or is a unit
-whose description says so.
+conflicts between driver branches), systemd units that idle and small files, never a driver.
+Every file they install lives under a path that says so (`/usr/share/racklift-standin/`), is
+a unit whose description says so, or is a file whose text says so (checked when loaded).
 
 A repository is described by a YAML file (`standin-packages.yml` beside a Molecule scenario):
 
@@ -15,6 +15,8 @@ A repository is described by a YAML file (`standin-packages.yml` beside a Molecu
         depends: [nvidia-fabricmanager-550]       # optional: depends, conflicts, provides
         units:                                    # optional: systemd unit name -> ExecStart
           nvidia-persistenced.service: /bin/sleep infinity
+        files:                                    # optional: absolute path -> text, mode
+          /usr/bin/nvidia-container-runtime: {mode: "0755", text: "... racklift lab stand-in ..."}
 
 It is built into the racklift cache keyed by the description and this builder, and signed
 with a key made once per cache; apt verifies it as it verifies the vendor's repository.
@@ -41,6 +43,14 @@ from racklift.paths import cache_dir
 KEY_NAME = "racklift stand-in repositories (lab only) <standin@racklift.invalid>"
 KEYRING = "racklift-standin-archive-keyring.gpg"
 MARKER_DIR = "usr/share/racklift-standin"
+# What a stand-in file's text must say, so that nobody takes it for the vendor's.
+FILE_MARK = "racklift lab stand-in"
+
+
+@dataclass(frozen=True)
+class File:
+    text: str
+    mode: int = 0o644
 
 
 @dataclass(frozen=True)
@@ -51,17 +61,27 @@ class Package:
     conflicts: tuple[str, ...] = ()
     provides: tuple[str, ...] = ()
     units: dict[str, str] = field(default_factory=dict)
+    files: dict[str, File] = field(default_factory=dict)  # absolute path -> file
 
     @classmethod
     def from_dict(cls, raw: dict, source: Path) -> Package:
         try:
-            return cls(name=str(raw["name"]), version=str(raw["version"]),
-                       depends=tuple(raw.get("depends", ())),
-                       conflicts=tuple(raw.get("conflicts", ())),
-                       provides=tuple(raw.get("provides", ())),
-                       units=dict(raw.get("units", {})))
-        except (KeyError, TypeError) as exc:
-            raise LabError(f"{source}: a package needs name and version ({exc}): {raw!r}") from exc
+            package = cls(name=str(raw["name"]), version=str(raw["version"]),
+                          depends=tuple(raw.get("depends", ())),
+                          conflicts=tuple(raw.get("conflicts", ())),
+                          provides=tuple(raw.get("provides", ())),
+                          units=dict(raw.get("units", {})),
+                          files={str(path): File(str(f["text"]), int(str(f.get("mode", "644")), 8))
+                                 for path, f in raw.get("files", {}).items()})
+        except (KeyError, TypeError, ValueError) as exc:
+            raise LabError(f"{source}: a package needs name and version, a file text and an "
+                           f"octal mode ({exc}): {raw!r}") from exc
+        for path, file in package.files.items():
+            if not path.startswith("/") or ".." in Path(path).parts:
+                raise LabError(f"{source}: {package.name}: {path!r} must be absolute, no '..'")
+            if FILE_MARK not in file.text:
+                raise LabError(f"{source}: {package.name}: {path} must say {FILE_MARK!r}")
+        return package
 
     def fields(self) -> str:
         lines = [f"Package: {self.name}", f"Version: {self.version}", "Architecture: all",
@@ -124,6 +144,11 @@ def _build_deb(package: Package, work: Path, out: Path) -> Path:
         path = root / "lib/systemd/system" / unit
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(unit_text(unit, package, exec_start))
+    for target, file in package.files.items():
+        path = root / target.lstrip("/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(file.text)
+        path.chmod(file.mode)
     deb = out / f"{package.name}_{package.version.replace(':', '%3a')}_all.deb"
     _run("dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(root), str(deb))
     return deb

@@ -6,15 +6,17 @@ import http.server
 import json
 import socket
 import threading
-from types import SimpleNamespace
+from dataclasses import replace
 
 import pytest
 
+import emulated
 from helpers import FIXTURES, REPO, load_script
 from racklift.facts import bundle as bundles
 from racklift.facts.container_check import parse_container_check
 from racklift.facts.host import from_bundle
 from racklift.facts.parsers import ParseError
+from racklift.netbox.model import ExpectedHost
 from racklift.verify.containers import registry_mirror
 
 SCRIPT = load_script(REPO / "playbooks/files/container_check.py", "container_check")
@@ -22,9 +24,10 @@ LAB = FIXTURES / "lab"
 MIRROR = "http://127.0.0.1:5000"
 
 
-def expected(url: str | None) -> SimpleNamespace:
-    """The part of ExpectedHost the check reads: its desired registry mirror."""
-    return SimpleNamespace(desired=SimpleNamespace(registry_mirror=SimpleNamespace(url=url)))
+def expected(url: str | None) -> ExpectedHost:
+    """The emulated lab host, its config context asking for this registry mirror."""
+    host = emulated.expected_host()
+    return replace(host, config={**host.config, "registry_mirror": {"url": url}})
 
 
 def facts(text: str | None, rc: int = 0, stderr: str = ""):
@@ -112,10 +115,12 @@ def test_facts_keep_the_check_and_a_bundle_on_disk_gives_it_back(tmp_path):
 
 # --- what is not a failure of the host --------------------------------------------------------
 
-@pytest.mark.parametrize("url", [None, ""])
-def test_no_desired_mirror_is_ok_whatever_ran(url):
-    assert registry_mirror(expected(url), facts(None)).status == "OK"
-    assert check(lab("molecule_runtime-missing"), url) == ("OK", "no registry mirror configured")
+def test_no_desired_mirror_is_ok_whatever_ran():
+    assert registry_mirror(expected(None), facts(None)).status == "OK"
+    # An empty URL is no URL the model takes: the record is refused, the check cannot judge.
+    assert expected("").desired is None
+    assert registry_mirror(expected(""), facts(None)).status == "UNKNOWN"
+    assert check(lab("molecule_runtime-missing"), None) == ("OK", "no registry mirror configured")
 
 
 def test_a_bundle_without_the_check_lacks_nothing_and_the_check_is_unknown():

@@ -193,7 +193,9 @@ def test_the_roles_part_is_plain_data_with_fabric_manager_resolved() -> None:
         "ofed": {"source": "inbox", "version": None, "repo_url": None, "repo_key_url": None,
                  "hca_firmware_version": None},
         "container_toolkit": {"version": "1.17.3"},
-        "registry_mirror": {"url": "https://m:5"},
+        "registry_mirror": {"url": "https://m:5",
+                            "check_image": "nvidia/cuda:12.4.1-base-ubuntu22.04",
+                            "check_command": ["nvidia-smi", "-L"], "check_gpus": True},
         "hardware": {"nvswitch": True},
     }
 
@@ -209,3 +211,18 @@ def test_one_top_level_value_before_the_state() -> None:
     assert setting_of({"provisioning_interface": "eno2"}, "provisioning_interface") == "eno2"
     assert setting_of({"provisioning_interface": "e 2"}, "provisioning_interface") == "eno1"
     assert setting_of(None, "provisioning_interface") == "eno1"
+
+
+def test_the_gpu_container_check_is_data_checked_before_use() -> None:
+    state = parse({"registry_mirror": {"url": "https://10.90.0.1:5000",
+                                       "check_image": "library/rackhello:1.0",
+                                       "check_command": ["/bin/busybox", "true"],
+                                       "check_gpus": False}})
+    assert isinstance(state, DesiredState)
+    assert state.registry_mirror.check_command == ("/bin/busybox", "true")  # immutable
+    # Docker mirrors only Docker Hub; a command is argv, never a shell line.
+    problems = parse({"registry_mirror": {"check_image": "nvcr.io/nvidia/cuda:12.4.1",
+                                          "check_command": "nvidia-smi -L; rm -rf /"}})
+    assert [p.field for p in problems] == [
+        "config_context.racklift.registry_mirror.check_image",
+        "config_context.racklift.registry_mirror.check_command"]

@@ -60,7 +60,9 @@ def test_host_vars_hold_the_desired_state_the_roles_read_with_defaults():
         "ofed": {"source": "inbox", "version": None, "repo_url": None, "repo_key_url": None,
                  "hca_firmware_version": None},
         "container_toolkit": {"version": "1.17.3"},
-        "registry_mirror": {"url": None},
+        "registry_mirror": {"url": None,
+                            "check_image": "nvidia/cuda:12.4.1-base-ubuntu22.04",
+                            "check_command": ["nvidia-smi", "-L"], "check_gpus": True},
         "hardware": {"nvswitch": True}}
     assert json.loads(json.dumps(desired)) == desired  # plain data
 

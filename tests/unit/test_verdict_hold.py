@@ -4,7 +4,7 @@
 import pytest
 
 from racklift.pipeline.lock import Ticket
-from racklift.verify.health import CheckResult
+from racklift.verify.check import CheckResult
 from racklift.verify.verdict import HostVerdict, InNetBox, hold, recorded
 
 OK = (CheckResult("gpu.ecc", "OK", "enabled"),)

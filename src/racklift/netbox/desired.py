@@ -67,6 +67,12 @@ def setting(default: Any, rule: Rule) -> Any:
     return field(default=default, metadata={"rule": rule})
 
 
+def _is_command(value: Any) -> bool:
+    """An argv: words, never a shell line (the host runs it without a shell)."""
+    return (isinstance(value, list | tuple) and 0 < len(value) <= 16
+            and all(isinstance(w, str) and 0 < len(w) <= 256 and "\0" not in w for w in value))
+
+
 URL = r"https?://[^\s\"'\\]+"
 DRIVER_VERSION = r"[0-9]+\.[0-9]+\.[0-9]+"
 
@@ -119,6 +125,17 @@ class RegistryMirror:
         "the mirror as http(s)://host[:port] with no path (what "
         "Docker and containerd take), e.g. \"https://mirror.example:5000\", or null",
         nullable=True))
+    # The gate's GPU container through the mirror: a Docker Hub image (Docker mirrors Docker
+    # Hub only, so no registry host), the command it runs, and whether with --gpus all.
+    check_image: str = setting("nvidia/cuda:12.4.1-base-ubuntu22.04", text(
+        r"(docker\.io/)?[a-z0-9][a-z0-9_-]*(/[a-z0-9][a-z0-9._-]*)*"
+        r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?",
+        "a Docker Hub image, e.g. \"nvidia/cuda:12.4.1-base-ubuntu22.04\""))
+    check_command: tuple[str, ...] = setting(("nvidia-smi", "-L"), Rule(
+        _is_command, "set it to the command as a list of 1 to 16 words, e.g. "
+        "[\"nvidia-smi\", \"-L\"]"))
+    check_gpus: bool = setting(True, flag("true to run it with --gpus all (GPU servers), or "
+                                          "false"))
 
 
 @dataclass(frozen=True)
@@ -221,7 +238,7 @@ def _section[T](cls: type[T], data: Any, path: str, problems: list[Invalid]) -> 
         if section is not None:
             values[name] = _section(section, value, f"{path}.{name}", problems)
         elif (value is None and rule.nullable) or (value is not None and rule.accepts(value)):
-            values[name] = value
+            values[name] = tuple(value) if isinstance(value, list) else value  # immutable
         else:  # the default stands; the problem says why
             problems.append(Invalid(f"{path}.{name}", f"is {value!r}: {rule.fix}"))
     return cls(**values)
@@ -240,5 +257,7 @@ def role_vars(state: DesiredState) -> dict[str, Any]:
     driver = asdict(replace(state.nvidia_driver, fabricmanager=state.fabric_manager))
     return {"nvidia_driver": driver, "ofed": asdict(state.ofed),
             "container_toolkit": asdict(state.container_toolkit),
-            "registry_mirror": asdict(state.registry_mirror),
+            # Lists, not tuples: Ansible's templates add lists to it.
+            "registry_mirror": {**asdict(state.registry_mirror),
+                                "check_command": list(state.registry_mirror.check_command)},
             "hardware": {"nvswitch": state.hardware.nvswitch}}

@@ -5,24 +5,20 @@ CheckResult out, naming the host-side cause of a failure and what to do about it
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from racklift.facts.bundle import CONTAINER_CHECK
 from racklift.facts.container_check import ContainerCheck, Step
 from racklift.facts.host import HostFacts
 from racklift.netbox.model import ExpectedHost
-
-if TYPE_CHECKING:
-    from racklift.verify.health import CheckResult
+from racklift.verify.check import CRITICAL, OK, UNKNOWN, CheckResult
 
 NAME = "containers.registry_mirror"
 ROLE = "run the container_runtime role"
 
 
 def registry_mirror(expected: ExpectedHost, facts: HostFacts) -> CheckResult:
-    # health lists this check in its CHECKS: its names are read when the check runs.
-    from racklift.verify.health import CRITICAL, OK, UNKNOWN, CheckResult
-
+    if expected.desired is None:
+        return CheckResult(NAME, UNKNOWN, "the config context does not parse: whether the "
+                           "host has a registry mirror is unknown")
     mirror = expected.desired.registry_mirror.url
     if not mirror:
         return CheckResult(NAME, OK, "no registry mirror configured")

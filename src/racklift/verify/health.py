@@ -4,29 +4,12 @@ results out. A check that could not run is UNKNOWN, and UNKNOWN never counts as 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 from racklift.facts.host import HostFacts
 from racklift.facts.model import GPUFacts
 from racklift.netbox.model import ExpectedHost
-
-OK, WARNING, CRITICAL, UNKNOWN = "OK", "WARNING", "CRITICAL", "UNKNOWN"
-PASSING = (OK, WARNING)
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    name: str
-    status: str
-    detail: str
-
-    def __str__(self) -> str:
-        return f"{self.name}: {self.status}: {self.detail}"
-
-
-Check = Callable[[ExpectedHost, HostFacts], CheckResult]
-
+from racklift.verify.check import CRITICAL, OK, UNKNOWN, WARNING, Check, CheckResult
+from racklift.verify.containers import registry_mirror
 
 GpuCheck = Callable[[tuple[GPUFacts, ...]], tuple[str, str]]
 
@@ -152,16 +135,6 @@ def disk_space(expected: ExpectedHost, facts: HostFacts) -> CheckResult:
     if worst.free_fraction < 0.15:
         return CheckResult(name, WARNING, text)
     return CheckResult(name, OK, text)
-
-
-def registry_mirror(expected: ExpectedHost, facts: HostFacts) -> CheckResult:
-    name = "containers.registry_mirror"
-    mirror: Any = (expected.config.get("registry_mirror") or {}).get("url")
-    if not mirror:
-        return CheckResult(name, OK, "no registry mirror configured for this host")
-    # The GPU container run through the mirror lands with the container runtime role.
-    return CheckResult(name, UNKNOWN, f"a GPU container run through {mirror} is not "
-                       "implemented yet")
 
 
 CHECKS: tuple[Check, ...] = (ecc, memory_remapping, pcie_links, persistence, kernel_log,

@@ -43,18 +43,22 @@ def new_run_dir(kind: str) -> Path:
 
 
 COLLECT_TASK = "Run the collector on the host"
+CONTAINER_CHECK_TASK = "Run the container check on the host"
 
 
 def collect(netbox: NetBox, hosts: list[ExpectedHost], bundle_dir: Path, *,
             artifacts: Path | None = None,
-            on_event: Callable[[HostEvent], None] | None = None
-            ) -> dict[str, bundles.Bundle | str]:
+            on_event: Callable[[HostEvent], None] | None = None,
+            container_check: bool = False) -> dict[str, bundles.Bundle | str]:
     """Each host's bundle (also written under `bundle_dir`), or why there is none. The
-    collector's output comes back in the runner's events: nothing is copied per host."""
+    collector's output comes back in the runner's events: nothing is copied per host.
+    `container_check`: also pull and run the GPU container through the host's registry mirror
+    (the gate does; support bundles stay read-only)."""
     out: dict[str, bundles.Bundle | str] = {}
     result = run_playbook("collect.yml", [h.name for h in hosts], netbox.settings,
                           artifacts=artifacts, ident="collect", on_event=on_event,
-                          capture=[COLLECT_TASK])
+                          extravars={"racklift_container_check": container_check},
+                          capture=[COLLECT_TASK, CONTAINER_CHECK_TASK])
     for host in hosts:
         res = result.captured.get(host.name, {}).get(COLLECT_TASK)
         if host.name in result.failed or res is None:
@@ -65,6 +69,11 @@ def collect(netbox: NetBox, hosts: list[ExpectedHost], bundle_dir: Path, *,
         except ValueError:
             out[host.name] = "the collector's output is not JSON: " + str(res.get("stdout"))[:200]
             continue
+        checked = result.captured.get(host.name, {}).get(CONTAINER_CHECK_TASK)
+        if checked is not None and "stdout" in checked:  # it ran (a skip has no stdout)
+            document.setdefault("outputs", {})[bundles.CONTAINER_CHECK] = {
+                "command": " ".join(checked.get("cmd") or [])[:200], "rc": checked.get("rc", 0),
+                "stdout": checked.get("stdout", ""), "stderr": checked.get("stderr", "")}
         bundle = bundles.from_collector(host.name, document)
         bundles.write(bundle, bundle_dir)
         out[host.name] = bundle
@@ -88,6 +97,7 @@ def gate(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *, write: boo
     reachable = [h for h in hosts if not h.problems and h.address and h.status in VERIFIED]
     progress(f"collecting facts from {len(reachable)} hosts")
     collected = (collect(netbox, reachable, run_dir / "bundles", artifacts=run_dir / "ansible",
+                         container_check=True,
                          on_event=on_event) if reachable else {})
     verdicts = []
     observed = []

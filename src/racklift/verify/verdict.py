@@ -15,8 +15,9 @@ from racklift.netbox.model import ExpectedHost, Problem
 from racklift.pipeline import lock
 from racklift.pipeline.plan import COMPLETED, CONFIGURE
 from racklift.pipeline.state import read_stages
+from racklift.verify.check import PASSING, CheckResult
 from racklift.verify.compare import CRITICAL, Mismatch, compare
-from racklift.verify.health import PASSING, CheckResult, run_checks
+from racklift.verify.health import run_checks
 
 JOURNAL_HEADER = "racklift verify"
 # Statuses whose hosts the gate admits (active) or rejects (failed).

@@ -57,3 +57,14 @@ def test_a_helper_host_of_a_stage_shows_without_a_stage():
     assert lines[1:] == [
         "[  11.0s] boot1: FAILED: failed at 'Wait on the boot server': dnsmasq died",
         "[  11.0s] boot1: 11s, Wait on the boot server"]
+
+
+def test_a_helper_host_leaves_the_heartbeat_when_the_next_stage_starts():
+    progress, lines, clock = make(NORMAL)
+    progress.stage(["vm1"], "image")
+    progress.event(HostEvent("boot1", "start", "Wait on the boot server"))
+    progress.stage(["vm1"], "configure")
+    progress.event(HostEvent("vm1", "start", "base_os : chrony"))
+    clock.now += 11
+    progress.event(HostEvent("vm1", "start", "base_os : sshd"))
+    assert lines[-1] == "[  11.0s] vm1: configure 11s, base_os : sshd"

@@ -46,6 +46,8 @@ class Progress:
 
     def stage(self, hosts: list[str], stage: str) -> None:
         now = self.clock()
+        # The last stage's helper hosts (the boot server) are done: no stale task in the beat.
+        self.hosts = {h: s for h, s in self.hosts.items() if s.stage}
         for host in hosts:
             self.hosts[host] = HostProgress(stage, "", now)
         if hosts and self.level >= NORMAL:

@@ -23,8 +23,8 @@ from racklift.netbox.bootstrap import TAG_LAB, TAG_LAB_HOST
 from racklift.netbox.client import NetBox
 from racklift.paths import state_dir
 
-# What lab hosts run: the emulated driver; no OFED, container toolkit or registry mirror yet,
-# since the roles that install them are not applied to lab hosts (None: not managed). Whole,
+# What lab hosts run: the stand-in driver; no OFED version, container toolkit or registry
+# mirror, since containers run no container engine (None: not managed). Whole,
 # not a partial override, so it holds whether or not the GPU servers' context exists.
 LAB_SOFTWARE = {
     **seed.DESIRED_SOFTWARE,

@@ -88,6 +88,7 @@ class SeedPlan:
     # The config context applies to GPU servers carrying all of these tags, with this weight.
     context_tags: tuple[str, ...] = ()
     context_weight: int = 1000
+    provisioning_interface: str = PROVISIONING  # the interface that holds the primary IP
 
 
 def rack_name(number: int) -> str:
@@ -275,7 +276,8 @@ def _assign_ips(netbox: NetBox, seed: SeedPlan, devices: dict[str, int]) -> int:
          "assigned_object_id": interfaces[(devices[h.name], iface_name)]["id"],
          "tags": [{"slug": TAG_LAB}]}
         for h in seed.hosts
-        for address, iface_name in ((h.primary_ip, PROVISIONING), (h.oob_ip, BMC))
+        for address, iface_name in ((h.primary_ip, seed.provisioning_interface),
+                                    (h.oob_ip, BMC))
         if address not in existing]
     created = netbox.create("ipam/ip-addresses", wanted)
     by_address = {**existing, **{ip["address"]: ip for ip in created}}

@@ -21,6 +21,18 @@ registered in NetBox. Lab only.
 - The uplink (racklift.lab.vrack_uplink): the namespace has no route out; an HTTP proxy
   listening inside it (port 3142) reaches the Debian mirror and nothing else, so the boot server
   installs its packages (its apt is pointed there) and deployed VMs can too.
+- The stand-in vendor repositories (racklift.lab.standin_repo): NVIDIA's CUDA and container
+  toolkit repositories cannot be reached from here, so a static HTTP server in the namespace
+  (port 8080 of the bridge's address) serves stand-ins built here under `cuda/` and
+  `libnvidia-container/`, signed by racklift's lab key. The node roles install from them through
+  the same repository URL + key URL code path as from NVIDIA's.
+- The registry mirror: the boot server container doubles as the site's mirror server: the
+  registry_mirror role (TLS from racklift's CA) in front of a stand-in for Docker Hub
+  (playbooks/lab_registry_upstream.yml) holding one small image, so the gate's GPU-container
+  check pulls through a real pull-through cache.
+- Emulated hardware: each VM has a profile (one GPU, one HCA port, its serial) kept in its
+  state dir; the lab_hardware role, first in the VMs' `racklift_roles`
+  (inventory/group_vars/tag_racklift_lab_vm.yml), installs it on the imaged VM.
 - NetBox: each VM a device (status planned, serial, provisioning MAC, primary IP = the address
   the boot server's DHCP will give it, OOB IP = its emulator's address), the boot server a
   device (status active, primary IP = the bridge's address).
@@ -45,19 +57,22 @@ import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 from xml.sax.saxutils import escape
 
 import requests
 
+from racklift.ansible import run_playbook
 from racklift.errors import LabError
 from racklift.imaging import diskimage
-from racklift.lab import hosts, podman, seed, vrack_uplink
+from racklift.lab import hosts, hwemu, podman, seed, standin_repo, vrack_uplink
 from racklift.netbox.bootstrap import ROLE_GPU_SERVER, TAG_LAB, bootstrap
-from racklift.netbox.client import NetBox
+from racklift.netbox.client import NetBox, NetBoxSettings
 from racklift.netbox.model import CONTEXT_KEY, GPU_ROLE
-from racklift.paths import state_dir
+from racklift.paths import REPO_ROOT, state_dir
+from racklift.pipeline.image import with_boot_servers
 
 TAG_VM = "racklift-lab-vm"  # a VM of the virtual rack
 TAG_PROV = "racklift-lab-prov"  # reached through the provisioning namespace (SSH ProxyCommand)
@@ -70,6 +85,8 @@ LIBVIRT_URI = "qemu:///system"
 OVMF_CODE = Path("/usr/share/OVMF/OVMF_CODE_4M.fd")
 OVMF_VARS = Path("/usr/share/OVMF/OVMF_VARS_4M.fd")
 FIRMWARES = ("uefi", "bios")
+VM_NIC = "enp1s0"  # the VMs' NIC as the OS names it (virtio on the first PCIe port), and NetBox
+VM_CONTEXT_WEIGHT = 2000  # over the GPU servers' context (racklift.lab.seed)
 
 
 @dataclass(frozen=True)
@@ -555,6 +572,103 @@ def _ensure_uplink(rack: Vrack) -> None:
                           check=False).returncode == 0)
 
 
+# ---------------------------------------------------------------------------------------------
+# Stand-in vendor repositories, served inside the namespace
+
+
+STANDIN_PORT = 8080
+STANDIN_SERVER = b"http.server"
+# URL path → the stand-in recipe: NVIDIA's CUDA repository (driver, fabric manager) and its
+# container toolkit repository, each its own repository as in production.
+STANDIN_REPOS = {
+    "cuda": hosts.STANDIN_PACKAGES,
+    "libnvidia-container": REPO_ROOT / "roles" / "container_runtime" / "molecule" / "default"
+                           / "standin-packages.yml",
+}
+
+
+def standin_url(rack: Vrack, repo: str) -> str:
+    return f"http://{rack.gateway}:{STANDIN_PORT}/{repo}/"
+
+
+def _standin_pid_file(rack: Vrack) -> Path:
+    return vrack_dir(rack) / "standin.pid"
+
+
+def _ensure_standin_server(rack: Vrack) -> None:
+    """Each stand-in repository built (cached by recipe) and linked under the served directory;
+    the server started once. Relinking on every `up` serves a rebuilt repository at once."""
+    root = vrack_dir(rack) / "standin"
+    root.mkdir(parents=True, exist_ok=True)
+    for path, spec in STANDIN_REPOS.items():
+        link = root / path
+        link.unlink(missing_ok=True)
+        link.symlink_to(standin_repo.build(spec))
+    if _process_pid(_standin_pid_file(rack), STANDIN_SERVER) is not None:
+        return
+    _spawn(f"stand-in repository server in {rack.netns}",
+           ["ip", "netns", "exec", rack.netns, sys.executable, "-m", "http.server",
+            str(STANDIN_PORT), "--bind", str(rack.gateway), "--directory", str(root)],
+           _standin_pid_file(rack),
+           lambda: _in_ns(rack, "nc", "-z", str(rack.gateway), str(STANDIN_PORT),
+                          check=False).returncode == 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# The registry mirror on the boot server container
+
+
+MIRROR_PORT = 5000
+
+
+def mirror_url(rack: Vrack) -> str:
+    return f"https://{rack.gateway}:{MIRROR_PORT}"
+
+
+def _ensure_registry(settings: NetBoxSettings, rack: Vrack) -> None:
+    """The stand-in upstream, then the registry_mirror role, on the boot server (both
+    converge). The VMs' container runtime is pointed at it by the configure stage."""
+    lab = {"racklift_vrack_netns": rack.netns}
+    env = with_boot_servers(vrack_dir(rack))
+    upstream = run_playbook("lab_registry_upstream.yml", [rack.boot_server], settings, env,
+                            extravars=lab)
+    mirror = upstream if upstream.rc or rack.boot_server not in upstream.ok else run_playbook(
+        "registry_mirror.yml", [rack.boot_server], settings,
+        {**env, "RACKLIFT_MIRROR_SERVERS": rack.boot_server, "RACKLIFT_MIRROR_CLIENTS": "none"},
+        extravars={**lab, "registry_mirror_endpoint_host": str(rack.gateway),
+                   "registry_mirror_tls_names": [str(rack.gateway)],
+                   "registry_mirror_upstreams": [
+                       {"name": "dockerhub", "registry": "docker.io",
+                        "url": "http://127.0.0.1:5100", "port": MIRROR_PORT}]})
+    if mirror.rc or rack.boot_server not in mirror.ok:
+        details = "; ".join(f"{h}: {why}" for h, why in sorted(mirror.failed.items()))
+        raise LabError(f"the registry mirror on {rack.boot_server} could not be set up "
+                       f"(exit {mirror.rc}): {details or 'see the Ansible output'}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Emulated hardware of the VMs
+
+
+def profile_path(rack: Vrack, name: str) -> Path:
+    """Where lab_hardware reads a VM's profile (tag_racklift_lab_vm.yml names the same path)."""
+    return vm_dir(rack, name) / "hardware.json"
+
+
+def vm_profile(vm: VmPlan, number: int) -> hwemu.Profile:
+    """A healthy host as the VM's device type has it in NetBox: one GPU, one InfiniBand port."""
+    full = hwemu.generate_profile(vm.name, vm.serial, seed=number)
+    return replace(full, gpus=full.gpus[:1], hcas=full.hcas[:1])
+
+
+def _ensure_profiles(rack: Vrack, vms: tuple[VmPlan, ...]) -> None:
+    for number, vm in enumerate(vms, start=1):
+        path = profile_path(rack, vm.name)
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(vm_profile(vm, number).to_json())
+
+
 def set_vm_mac(rack: Vrack, name: str, mac: str) -> None:
     """Give a powered-off VM's NIC another MAC than NetBox has (a swapped cable or board, for
     failure tests); `up` does not undo it: set the planned MAC back the same way."""
@@ -616,18 +730,37 @@ def _ensure_types(netbox: NetBox) -> dict[str, int]:
     for slug, interfaces in (
             (VM_TYPE, [{"name": seed.BMC, "type": "1000base-t", "mgmt_only": True,
                         "label": "BMC (sushy-emulator)"},
-                       {"name": seed.PROVISIONING, "type": "1000base-t",
+                       {"name": VM_NIC, "type": "1000base-t",
                         "label": "provisioning"}]),
             (BOOT_SERVER_TYPE, [{"name": seed.PROVISIONING, "type": "1000base-t",
                                  "label": "provisioning"}])):
         device_type, created = netbox.get_or_create(
             "dcim/device-types", {"slug": slug},
             {"manufacturer": maker["id"], "model": slug, "u_height": 1})
-        if created:
-            netbox.create("dcim/interface-templates",
-                          [{**i, "device_type": device_type["id"]} for i in interfaces])
+        have = {t["name"]: t["id"] for t in netbox.get_all(
+            "dcim/interface-templates", {"device_type_id": device_type["id"]},
+            fields=("id", "name"))}
+        netbox.create("dcim/interface-templates", [{**i, "device_type": device_type["id"]}
+                                                   for i in interfaces if i["name"] not in have])
+        # An older racklift named the VMs' NIC eno1: the type now has the name the OS gives.
+        stale = have.get(seed.PROVISIONING) if slug == VM_TYPE and not created else None
+        if stale is not None and VM_NIC != seed.PROVISIONING:
+            netbox.delete("dcim/interface-templates", [stale])
         ids[slug] = int(device_type["id"])
     return ids
+
+
+def _drop_stale_vms(netbox: NetBox, vms: tuple[VmPlan, ...]) -> None:
+    """VM devices an older racklift registered without the NIC the OS names (VM_NIC) go, so
+    they are registered again as `up` registers them now."""
+    found = netbox.get_all("dcim/devices", {"tag": TAG_VM, "name": [vm.name for vm in vms]},
+                           fields=("id",))
+    if not found:
+        return
+    named = {i["device"]["id"] for i in netbox.get_all(
+        "dcim/interfaces", {"device_id": [d["id"] for d in found], "name": VM_NIC},
+        fields=("id", "device"))}
+    netbox.delete("dcim/devices", [d["id"] for d in found if d["id"] not in named])
 
 
 def _ensure_devices(netbox: NetBox, wanted: list[dict]) -> dict[str, int]:
@@ -638,13 +771,26 @@ def _ensure_devices(netbox: NetBox, wanted: list[dict]) -> dict[str, int]:
     return {**existing, **{d["name"]: d["id"] for d in created}}
 
 
-def _stand_in_for_gpu_servers(netbox: NetBox, device_type_id: int) -> None:
-    """What a GPU server's record has and a VM's would lack, so the pipeline's preflight takes
-    the VMs as the GPU servers they stand in for: one GPU and one InfiniBand port template on
-    their device type, and a `racklift` config context with the OS image and the disk to
-    write it to (the VMs' one virtio disk, the same on each, so scoped by their tag where a
-    server records its own). They have neither device: verify refuses them, so the lab images
-    them only (`provision --until image`)."""
+def vm_software(rack: Vrack) -> dict[str, Any]:
+    """What the VMs should run, whole (it outweighs the GPU servers' context, which asks for
+    DOCA and a mirror the rack does not have): the stand-in driver and toolkit, inbox OFED,
+    the rack's own registry mirror, and the OS image on the VMs' one virtio disk (the same on
+    each, so here where a server records its own disk on its device), and the GPU container
+    check run through the rack's mirror."""
+    return {**seed.DESIRED_SOFTWARE, "provisioning_interface": VM_NIC,
+            "os_image": diskimage.IMAGE_NAME, "os_disk": "/dev/vda",
+            "ofed": {"source": "inbox", "version": None},
+            # The stand-in runtime runs containers without a GPU: no --gpus all, and a command
+            # the image (busybox, playbooks/lab_registry_upstream.yml) has.
+            "registry_mirror": {"url": mirror_url(rack), "check_image": "rackhello:1.0",
+                                "check_command": ["/bin/busybox", "uname", "-s"],
+                                "check_gpus": False}}
+
+
+def _stand_in_for_gpu_servers(netbox: NetBox, rack: Vrack, device_type_id: int) -> None:
+    """What a GPU server's record has and a VM's would lack, so the pipeline takes the VMs as
+    the GPU servers they stand in for: one GPU and one InfiniBand port template on their device
+    type (the lab emulates both on the VM), and a `racklift` config context (vm_software)."""
     port = seed.IB_PORTS[0]
     netbox.get_or_create("dcim/interface-templates",
                          {"device_type_id": device_type_id, "name": port},
@@ -658,13 +804,14 @@ def _stand_in_for_gpu_servers(netbox: NetBox, device_type_id: int) -> None:
                          {"device_type_id": device_type_id, "name": "GPU0"},
                          {"device_type": device_type_id, "name": "GPU0", "role": gpu_role["id"],
                           "manufacturer": maker["id"], "part_id": seed.GPU_PART})
-    data = {CONTEXT_KEY: {"provisioning_interface": seed.PROVISIONING,
-                          "os_image": diskimage.IMAGE_NAME, "os_disk": "/dev/vda"}}
+    data = {CONTEXT_KEY: vm_software(rack)}
     context, _ = netbox.get_or_create("extras/config-contexts", {"name": "racklift-lab-vm"},
                                       {"name": "racklift-lab-vm", "tags": [TAG_VM],
-                                       "data": data})
-    if context["data"] != data:  # the lab's own context, from an older racklift: bring it up
-        netbox.update("extras/config-contexts", [{"id": context["id"], "data": data}])
+                                       "weight": VM_CONTEXT_WEIGHT, "data": data})
+    if (context["data"], context["weight"]) != (data, VM_CONTEXT_WEIGHT):
+        # An older racklift's, or another rack's mirror: this rack's now.
+        netbox.update("extras/config-contexts", [{"id": context["id"], "data": data,
+                                                  "weight": VM_CONTEXT_WEIGHT}])
 
 
 def register(netbox: NetBox, rack: Vrack, vms: tuple[VmPlan, ...]) -> dict[str, int]:
@@ -683,7 +830,8 @@ def register(netbox: NetBox, rack: Vrack, vms: tuple[VmPlan, ...]) -> dict[str, 
                                       {"site": site["id"], "name": rack.rack, "status": "active",
                                        "tags": [{"slug": TAG_LAB}]})
     types = _ensure_types(netbox)
-    _stand_in_for_gpu_servers(netbox, types[VM_TYPE])
+    _drop_stale_vms(netbox, vms)
+    _stand_in_for_gpu_servers(netbox, rack, types[VM_TYPE])
     common = {"site": site["id"], "rack": nb_rack["id"]}
     vm_tags = [{"slug": t} for t in (TAG_LAB, TAG_VM, TAG_PROV)]
     devices = _ensure_devices(netbox, [
@@ -695,8 +843,8 @@ def register(netbox: NetBox, rack: Vrack, vms: tuple[VmPlan, ...]) -> dict[str, 
     # MACs and IPs the way the seed writes them (interface MAC objects, primary and OOB IPs).
     plan_ = seed.SeedPlan(site=rack.site, racks=(rack.rack,), hosts=tuple(
         seed.HostPlan(name=vm.name, rack=rack.rack, position=None, serial=vm.serial,
-                      asset_tag="", macs={seed.PROVISIONING: vm.mac}, primary_ip=vm.ip,
-                      oob_ip=f"{vm.bmc}/32") for vm in vms))
+                      asset_tag="", macs={VM_NIC: vm.mac}, primary_ip=vm.ip,
+                      oob_ip=f"{vm.bmc}/32") for vm in vms), provisioning_interface=VM_NIC)
     vm_ids = {vm.name: devices[vm.name] for vm in vms}
     seed._assign_macs(netbox, plan_, vm_ids)
     seed._assign_ips(netbox, plan_, vm_ids)
@@ -797,10 +945,15 @@ def up(netbox: NetBox, count: int, rack: Vrack = LAB) -> VrackUp:
     started = time.monotonic()
     result = start_vms(rack, count)
     _ensure_uplink(rack)
+    _ensure_standin_server(rack)
+    _ensure_profiles(rack, result.vms)
+    # Lab group vars read the rack's gateway (apt proxy, stand-in repositories) from here.
+    (vrack_dir(rack) / "gateway").write_text(f"{rack.gateway}\n")
     _ensure_boot_server(rack)
     _state_file(rack).write_text(json.dumps({**_state(rack), "registered": True}))
     register(netbox, rack, result.vms)
     _unregister(netbox, list(result.removed))
+    _ensure_registry(netbox.settings, rack)
     _state_file(rack).write_text(json.dumps({"vms": sorted(vm.name for vm in result.vms),
                                              "registered": True}))
     return VrackUp(result.vms, rack.boot_server, result.created, result.emulators,
@@ -830,6 +983,7 @@ def down(netbox: NetBox | None, rack: Vrack = LAB) -> VrackDown:
     for name in containers:
         podman.podman("rm", "-f", "-t", "2", name)
     _terminate("uplink proxy", _uplink_pid_file(rack), UPLINK)
+    _terminate("stand-in repository server", _standin_pid_file(rack), STANDIN_SERVER)
     _stop(LIBVIRTD_PID, "libvirtd", rack)
     _stop(VIRTLOGD_PID, "virtlogd", rack)
     if _netns_path(rack).exists():

@@ -312,6 +312,15 @@ def _write_secret(path: Path, data: Any) -> Path:
     return path
 
 
+def with_boot_servers(directory: Path, extra: tuple[str, ...] = ()) -> dict[str, str]:
+    """The environment of a playbook run whose inventory also holds the boot servers (the
+    NetBox inventory takes GPU servers only): a second racklift_netbox source in `directory`,
+    with `extra` inventory sources after both."""
+    boot_sources = directory / "boot-servers.racklift.yml"
+    boot_sources.write_text(f"plugin: racklift_netbox\nroles: [{BOOT_SERVER_ROLE}]\n")
+    return {"ANSIBLE_INVENTORY": ",".join([str(NETBOX_INVENTORY), str(boot_sources), *extra])}
+
+
 class _Run:
     """One imaging run over a rack's hosts (the pipeline calls the stage per rack)."""
 
@@ -322,10 +331,7 @@ class _Run:
         self.errors: dict[str, str | None] = {}
         self.started: dict[str, float] = {}  # power-on, per host (monotonic)
         self.clocks: dict[str, BootClock] = {}  # per boot server, read right before power-on
-        boot_sources = secrets / "boot-servers.racklift.yml"
-        boot_sources.write_text(f"plugin: racklift_netbox\nroles: [{BOOT_SERVER_ROLE}]\n")
-        self.env = {"ANSIBLE_INVENTORY": ",".join(
-            [str(NETBOX_INVENTORY), str(boot_sources), *options.inventory])}
+        self.env = with_boot_servers(secrets, options.inventory)
 
     def fail(self, name: str, why: str) -> None:
         if self.errors.get(name) is None:

@@ -205,7 +205,8 @@ class _Batch:
         # The gate judges hosts as NetBox has them now: staged.
         hosts = [replace(h.host, status="staged") for h in live]
         verdicts = gate(self.netbox, hosts, self.run_dir, run=self.run_id,
-                        progress=self.progress.note, on_event=self.progress.event)
+                        progress=self.progress.note, on_event=self.progress.event,
+                        extravars=self.extravars)
         self.timed(live, VERIFY)
         for h, verdict in zip(live, verdicts, strict=True):
             h.verdict = verdict

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from racklift.ansible import HostEvent, run_playbook
 from racklift.facts import bundle as bundles
@@ -49,7 +50,8 @@ CONTAINER_CHECK_TASK = "Run the container check on the host"
 def collect(netbox: NetBox, hosts: list[ExpectedHost], bundle_dir: Path, *,
             artifacts: Path | None = None,
             on_event: Callable[[HostEvent], None] | None = None,
-            container_check: bool = False) -> dict[str, bundles.Bundle | str]:
+            container_check: bool = False,
+            extravars: Mapping[str, Any] | None = None) -> dict[str, bundles.Bundle | str]:
     """Each host's bundle (also written under `bundle_dir`), or why there is none. The
     collector's output comes back in the runner's events: nothing is copied per host.
     `container_check`: also pull and run the GPU container through the host's registry mirror
@@ -57,7 +59,8 @@ def collect(netbox: NetBox, hosts: list[ExpectedHost], bundle_dir: Path, *,
     out: dict[str, bundles.Bundle | str] = {}
     result = run_playbook("collect.yml", [h.name for h in hosts], netbox.settings,
                           artifacts=artifacts, ident="collect", on_event=on_event,
-                          extravars={"racklift_container_check": container_check},
+                          extravars={**(extravars or {}),
+                                     "racklift_container_check": container_check},
                           capture=[COLLECT_TASK, CONTAINER_CHECK_TASK])
     for host in hosts:
         res = result.captured.get(host.name, {}).get(COLLECT_TASK)
@@ -90,14 +93,15 @@ class VerifyRun:
 def gate(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *, write: bool = True,
          mark_active_failed: bool = False, adopt_serials: bool = False, run: str | None = None,
          progress: Callable[[str], None] = lambda _: None,
-         on_event: Callable[[HostEvent], None] | None = None) -> list[HostVerdict]:
+         on_event: Callable[[HostEvent], None] | None = None,
+         extravars: Mapping[str, Any] | None = None) -> list[HostVerdict]:
     """Collect, compare, check and (unless `write` is false) record the verdicts of `hosts`.
     `run` is the pipeline run that holds the hosts' locks, if one calls the gate; hosts locked
     by any other run, not configured, or whose status changed meanwhile are reported only."""
     reachable = [h for h in hosts if not h.problems and h.address and h.status in VERIFIED]
     progress(f"collecting facts from {len(reachable)} hosts")
     collected = (collect(netbox, reachable, run_dir / "bundles", artifacts=run_dir / "ansible",
-                         container_check=True,
+                         container_check=True, extravars=extravars,
                          on_event=on_event) if reachable else {})
     verdicts = []
     observed = []

@@ -1,5 +1,7 @@
 """Paths and small tools the tests share."""
 
+import os
+from contextlib import contextmanager
 from importlib.machinery import SourceFileLoader
 from importlib.util import module_from_spec, spec_from_loader
 from pathlib import Path
@@ -31,3 +33,20 @@ def load_script(path: Path, name: str) -> ModuleType:
     module = module_from_spec(spec)
     loader.exec_module(module)
     return module
+
+
+@contextmanager
+def planned_lab(netbox, count: int, rack: str, runs: Path):
+    """`count` lab hosts in `rack` on the tests' network, `planned` in NetBox as a new rack
+    arrives, runs written under `runs`; removed afterwards."""
+    from racklift.lab import rack as lab_rack
+
+    os.environ["RACKLIFT_RUNS"] = str(runs)
+    lab_rack.down(netbox, TEST_NET)  # leftovers of an interrupted run
+    result = lab_rack.up(netbox, count, rack, net=TEST_NET)
+    lab_rack.replan(netbox, [h.name for h in result.hosts])
+    try:
+        yield result
+    finally:
+        lab_rack.down(netbox, TEST_NET)
+        os.environ.pop("RACKLIFT_RUNS")

@@ -10,13 +10,10 @@ minutes instead of 3 on this loaded 2-core machine."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
-from helpers import TEST_NET as NET
+from helpers import planned_lab
 from racklift.lab import podman
-from racklift.lab import rack as lab_rack
 from racklift.netbox.model import CONTEXT_KEY
 from racklift.netbox.reader import Selection
 from racklift.pipeline.model import FAILED, JOINED
@@ -33,13 +30,8 @@ OLDER = "550.127.05"  # the stand-in repository's other release of the branch
 
 @pytest.fixture(scope="module")
 def lab(netbox, tmp_path_factory):
-    os.environ["RACKLIFT_RUNS"] = str(tmp_path_factory.mktemp("runs"))
-    lab_rack.down(netbox, NET)
-    result = lab_rack.up(netbox, 2, RACK, net=NET)
-    lab_rack.replan(netbox, [h.name for h in result.hosts])
-    yield result
-    lab_rack.down(netbox, NET)
-    os.environ.pop("RACKLIFT_RUNS")
+    with planned_lab(netbox, 2, RACK, tmp_path_factory.mktemp("runs")) as result:
+        yield result
 
 
 def ask_for(netbox, name: str, version: str) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import BIN, REPO
+from helpers import BIN, REPO, planned_lab
 from helpers import TEST_NET as NET
 from racklift.lab import hardware, netbox_server, podman
 from racklift.lab import rack as lab_rack
@@ -57,15 +57,9 @@ class Hooked(Progress):
 
 @pytest.fixture(scope="module")
 def lab(netbox, tmp_path_factory):
-    runs = tmp_path_factory.mktemp("runs")
-    os.environ["RACKLIFT_RUNS"] = str(runs)
     os.environ["RACKLIFT_BMC_PASSWORD"] = PLANTED_BMC_PASSWORD
-    lab_rack.down(netbox, NET)
-    result = lab_rack.up(netbox, 4, RACK, net=NET)
-    lab_rack.replan(netbox, [h.name for h in result.hosts])
-    yield result
-    lab_rack.down(netbox, NET)
-    os.environ.pop("RACKLIFT_RUNS")
+    with planned_lab(netbox, 4, RACK, tmp_path_factory.mktemp("runs")) as result:
+        yield result
     os.environ.pop("RACKLIFT_BMC_PASSWORD")
 
 

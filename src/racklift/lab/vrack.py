@@ -734,7 +734,7 @@ def _ensure_types(netbox: NetBox) -> dict[str, int]:
                         "label": "provisioning"}]),
             (BOOT_SERVER_TYPE, [{"name": seed.PROVISIONING, "type": "1000base-t",
                                  "label": "provisioning"}])):
-        device_type, created = netbox.get_or_create(
+        device_type, _ = netbox.get_or_create(
             "dcim/device-types", {"slug": slug},
             {"manufacturer": maker["id"], "model": slug, "u_height": 1})
         have = {t["name"]: t["id"] for t in netbox.get_all(
@@ -743,8 +743,8 @@ def _ensure_types(netbox: NetBox) -> dict[str, int]:
         netbox.create("dcim/interface-templates", [{**i, "device_type": device_type["id"]}
                                                    for i in interfaces if i["name"] not in have])
         # An older racklift named the VMs' NIC eno1: the type now has the name the OS gives.
-        stale = have.get(seed.PROVISIONING) if slug == VM_TYPE and not created else None
-        if stale is not None and VM_NIC != seed.PROVISIONING:
+        stale = have.get(seed.PROVISIONING) if slug == VM_TYPE else None
+        if stale is not None:
             netbox.delete("dcim/interface-templates", [stale])
         ids[slug] = int(device_type["id"])
     return ids

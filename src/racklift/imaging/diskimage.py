@@ -33,7 +33,9 @@ IMAGE_REPO = "localhost/racklift-os-image"
 PACKAGES = ("linux-image-amd64", "systemd", "systemd-sysv", "udev", "dbus", "openssh-server",
             "python3", "sudo", "ca-certificates", "iproute2", "kmod", "initramfs-tools",
             # growpart (and sgdisk for GPT's backup header): the root grows to the disk
-            "cloud-guest-utils", "gdisk")
+            "cloud-guest-utils", "gdisk",
+            # what racklift's fact collector reads the host's identity and PCI bus with
+            "dmidecode", "pciutils")
 SECTOR = 512
 MIB = 1024 * 1024
 BIOS_BOOT_START = 2048  # sectors; 1 MiB of BIOS boot partition holds GRUB's core.img

@@ -16,7 +16,7 @@ import yaml
 
 from helpers import BIN, REPO
 from racklift.errors import LabError
-from racklift.lab import hosts, seed, vrack, vrack_uplink
+from racklift.lab import hosts, vrack, vrack_uplink
 from racklift.netbox.bootstrap import TAG_LAB
 from racklift.netbox.reader import Selection, read_hosts
 
@@ -120,7 +120,7 @@ def test_vms_are_planned_devices_with_mac_ip_and_bmc(netbox, rack):
     assert (host.status, host.serial, host.rack, host.role) == \
         ("planned", vm.serial, "V91", "gpu-server")
     assert host.primary_ip == vm.ip and host.oob_ip == f"{vm.bmc}/32"
-    assert {i.name: i.mac for i in host.interfaces}[seed.PROVISIONING] == vm.mac
+    assert {i.name: i.mac for i in host.interfaces}[vrack.VM_NIC] == vm.mac
     assert {TAG_LAB, vrack.TAG_VM, vrack.TAG_PROV} <= set(host.tags)
     assert not [p for p in host.problems if p.field in ("serial", "oob_ip", "primary_ip4")]
     assert vrack.domains(RACK) == {vm.name: "shut off"}  # racks arrive powered off
@@ -236,7 +236,7 @@ def test_a_vm_nic_can_be_given_a_mac_netbox_does_not_have(netbox, rack):
     vrack.set_vm_mac(RACK, vm.name, swapped)
     assert swapped in vrack.virsh("domiflist", vm.name).stdout
     host, = read_hosts(netbox, Selection(names=(vm.name,)))
-    assert {i.name: i.mac for i in host.interfaces}[seed.PROVISIONING] == vm.mac
+    assert {i.name: i.mac for i in host.interfaces}[vrack.VM_NIC] == vm.mac
     vrack.set_vm_mac(RACK, vm.name, vm.mac)
     assert vm.mac.lower() in vrack.virsh("domiflist", vm.name).stdout
 

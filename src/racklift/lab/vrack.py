@@ -628,6 +628,9 @@ def mirror_url(rack: Vrack) -> str:
 def _ensure_registry(settings: NetBoxSettings, rack: Vrack) -> None:
     """The stand-in upstream, then the registry_mirror role, on the boot server (both
     converge). The VMs' container runtime is pointed at it by the configure stage."""
+    if _in_ns(rack, "nc", "-z", str(rack.gateway), str(MIRROR_PORT),
+              check=False).returncode == 0:
+        return  # set up by an earlier `up`: re-running converges without Ansible
     lab = {"racklift_vrack_netns": rack.netns}
     env = with_boot_servers(vrack_dir(rack))
     upstream = run_playbook("lab_registry_upstream.yml", [rack.boot_server], settings, env,

@@ -66,6 +66,12 @@ options:
     type: list
     elements: str
     default: []
+  names_json:
+    description:
+      - Device names to select, as a JSON list (how racklift passes a run's hosts, so that
+        no name can be split into several); added to C(names).
+    type: str
+    default: "[]"
     env: [{name: RACKLIFT_NAMES}]
 """
 
@@ -80,6 +86,8 @@ cache_connection: ~/.cache/racklift/inventory
 cache_timeout: 300
 """
 
+import json  # noqa: E402
+from dataclasses import replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from ansible.errors import AnsibleParserError  # noqa: E402
@@ -104,8 +112,16 @@ class InventoryModule(BaseInventoryPlugin, Cacheable):
 
     def _selection(self) -> Selection:
         # A list from the environment arrives as one comma-separated string.
-        return Selection.of(**{key: self.get_option(key) for key in
-                               ("sites", "racks", "roles", "statuses", "names")})
+        selection = Selection.of(**{key: self.get_option(key) for key in
+                                    ("sites", "racks", "roles", "statuses", "names")})
+        try:
+            names = json.loads(self.get_option("names_json"))
+        except ValueError:
+            names = None
+        if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+            raise AnsibleParserError("racklift_netbox: names_json (RACKLIFT_NAMES) is not a "
+                                     "JSON list of device names")
+        return replace(selection, names=(*selection.names, *names))
 
     def _token(self) -> str:
         if self.get_option("token"):

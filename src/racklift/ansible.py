@@ -10,6 +10,7 @@ the same way: only where its password is (a file or a client script) is passed o
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -25,6 +26,7 @@ from typing import Any
 import ansible_runner
 
 from racklift.errors import RackliftError
+from racklift.names import checked_hosts, component
 from racklift.netbox.client import NetBoxSettings
 from racklift.paths import REPO_ROOT
 
@@ -108,8 +110,9 @@ def child_environment(settings: NetBoxSettings, token_file: Path, names: list[st
     env.update({
         "NETBOX_URL": settings.url, "NETBOX_TOKEN_FILE": str(token_file),
         "ANSIBLE_CONFIG": str(REPO_ROOT / "ansible.cfg"),
-        # Ask NetBox about these hosts only, and freshly: a cached inventory could be stale.
-        "RACKLIFT_NAMES": ",".join(names), "ANSIBLE_INVENTORY_CACHE": "false",
+        # Ask NetBox about these hosts only, and freshly: a cached inventory could be stale. A
+        # JSON list: nothing in a name can split it into more names.
+        "RACKLIFT_NAMES": json.dumps(names), "ANSIBLE_INVENTORY_CACHE": "false",
         "PATH": f"{bindir}{os.pathsep}{base.get('PATH', '')}",
     })
     return env
@@ -125,7 +128,7 @@ def run_playbook(name: str, hosts: Iterable[str], settings: NetBoxSettings,
     those hosts; per-host failures come back instead of ending the run. Runner artifacts go to
     `artifacts/<ident>` (kept) or a temporary directory (removed). Extra vars must not hold
     secrets: they are part of the command line the runner records."""
-    names = sorted(hosts)
+    names = checked_hosts(sorted(hosts))  # host names: no pattern syntax in the --limit
     if not names:
         return PlaybookResult(0)
     wanted = set(capture)
@@ -148,7 +151,8 @@ def run_playbook(name: str, hosts: Iterable[str], settings: NetBoxSettings,
 
     private = Path(artifacts) if artifacts else Path(tempfile.mkdtemp(prefix="racklift-ansible-"))
     private.mkdir(parents=True, exist_ok=True)
-    ident = ident or f"{Path(name).stem}-{time.strftime('%H%M%S')}"
+    # A directory under `artifacts`; callers put rack and server names from NetBox in it.
+    ident = component(ident or f"{Path(name).stem}-{time.strftime('%H%M%S')}")
     try:
         with _token_file(settings.token) as token_file:
             runner = ansible_runner.interface.init_runner(

@@ -4,8 +4,13 @@ import json
 import os
 import subprocess
 
+import pytest
+
 from helpers import BIN, REPO
+from racklift.ansible import run_playbook
+from racklift.errors import RackliftError
 from racklift.inventory import without_unsafe
+from racklift.netbox.client import NetBoxSettings
 
 
 def run(*args, **env_overrides):
@@ -50,13 +55,32 @@ def test_groups_and_host_vars(instance, seeded_netbox, demo_plan):
 
 
 def test_filters_by_host_and_status(instance, seeded_netbox):
-    only_two = listed(instance, RACKLIFT_NAMES="gpu-0002,gpu-0005")
+    only_two = listed(instance, RACKLIFT_NAMES='["gpu-0002", "gpu-0005"]')
     assert sorted(only_two["_meta"]["hostvars"]) == ["gpu-0002", "gpu-0005"]
     # A small selection reads its own hosts' components (REST): the same host vars.
     assert only_two["_meta"]["hostvars"]["gpu-0002"] == listed(instance)["_meta"]["hostvars"][
         "gpu-0002"]
     none_active = listed(instance, RACKLIFT_STATUSES="active")
     assert none_active["_meta"]["hostvars"] == {}
+
+
+def test_a_device_name_cannot_select_another_host(instance, seeded_netbox):
+    """Planted: a planned device named so that a comma-joined selection would pull in an
+    active host. The name selects only itself, and racklift refuses the host for its name."""
+    nb = seeded_netbox
+    bad = "new-01,gpu-0005"
+    victim, planted = (nb.get_all("dcim/devices", {"name": n})[0] for n in ("gpu-0005", "gpu-0003"))
+    nb.update("dcim/devices", [{"id": victim["id"], "status": "active"},
+                               {"id": planted["id"], "name": bad}])
+    selected = listed(instance, RACKLIFT_NAMES=json.dumps([bad]))["_meta"]["hostvars"]
+    assert list(selected) == [bad]  # never gpu-0005
+    assert any(p.startswith(f"{bad}: name: ") and "not a host name" in p
+               for p in selected[bad]["racklift_problems"])
+    with pytest.raises(RackliftError, match="refusing to select 'new-01,gpu-0005'"):
+        run_playbook("collect.yml", [bad], NetBoxSettings(instance.url, instance.token))
+    # A list that is not JSON is refused, not split.
+    refused = inventory(instance, RACKLIFT_NAMES="gpu-0002,gpu-0005")
+    assert refused.returncode != 0 and "not a JSON list" in refused.stderr
 
 
 def test_incomplete_hosts_are_listed_with_their_problems(instance, seeded_netbox):

@@ -299,6 +299,11 @@ def test_boot_server_is_the_one_of_the_hosts_site():
         imaging.boot_server_for(_host(), [one, {**one, "name": "boot-c"}])
     with pytest.raises(imaging.RackliftError, match="boot server boot-b has no primary IPv4"):
         imaging.boot_server_for(_host(site="lab2"), [other])
+    # Planted: a boot server name that is Ansible pattern syntax and a path.
+    for planted in ("boot-a,gpu-prod-042", "../../boot"):
+        with pytest.raises(imaging.RackliftError, match=r"gpu-001: boot server .*: name: not a "
+                                                        r"host name"):
+            imaging.boot_server_for(_host(), [{**one, "name": planted}])
 
 
 def test_errors_name_what_to_check():

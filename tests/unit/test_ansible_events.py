@@ -33,4 +33,4 @@ def test_child_environment_carries_no_secrets():
     assert not {"NETBOX_TOKEN", "RACKLIFT_BMC_PASSWORD", "AWS_SECRET_ACCESS_KEY",
                 "MY_PASSWORD"} & env.keys()
     assert env["NETBOX_TOKEN_FILE"] == "/run/tok" and env["NETBOX_URL"] == "http://nb"
-    assert env["RACKLIFT_NAMES"] == "a,b" and env["ANSIBLE_STDOUT_CALLBACK"] == "awx_display"
+    assert env["RACKLIFT_NAMES"] == '["a", "b"]' and env["ANSIBLE_STDOUT_CALLBACK"] == "awx_display"

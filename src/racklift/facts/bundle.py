@@ -31,13 +31,26 @@ reads to diagnose a host offline.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from racklift import names
 from racklift.errors import RackliftError
 
 CONTAINER_CHECK = "container-check.json"
+# The outputs a bundle holds, named as above: the collector's (playbooks/files/collect.py
+# COMMANDS) and the gate's container check. A host's document names its outputs, and a name is
+# a file under the controller's bundle directory: only these are taken.
+OUTPUTS = frozenset({
+    "nvidia-smi-q-x.xml", "lspci.txt", "ibstat.txt", "ibv_devinfo.txt", "dmidecode.txt",
+    "dmesg.txt", "ip-link.json", "ip-addr.json", "lscpu.json", "meminfo.txt", "os-release.txt",
+    "uname.txt", "packages.txt", "services.txt", "df.txt", CONTAINER_CHECK})
+# Per output: a real 8-GPU host's largest (nvidia-smi -q -x, lspci -vv, a full dmesg ring) are
+# a few MiB. A host sending more is refused, not read.
+MAX_OUTPUT = 16 * 2**20
+META = ("hostname", "collected_at", "sysfs_root")
 
 
 @dataclass(frozen=True)
@@ -65,22 +78,58 @@ class Bundle:
         return self.outputs.get(name)
 
 
-def from_collector(host: str, document: dict[str, Any]) -> Bundle:
-    """The collector's JSON document → a Bundle."""
-    outputs = {name: Output(stdout=o.get("stdout", ""), rc=int(o.get("rc", 0)),
-                            stderr=o.get("stderr", ""), command=o.get("command", ""))
-               for name, o in document.get("outputs", {}).items()}
-    meta = {k: document.get(k) for k in ("hostname", "collected_at", "sysfs_root")}
-    return Bundle(host, outputs, dict(document.get("sysfs", {})), meta)
+def from_collector(host: str, document: Any) -> Bundle:
+    """The collector's JSON document → a Bundle. The document is the host's word: anything but
+    the outputs racklift collects, in the types it writes, within MAX_OUTPUT, is refused with a
+    RackliftError naming the host and what was wrong (that host is not verified)."""
+    def refuse(what: str) -> RackliftError:
+        return RackliftError(f"{host}: the collector's document {what}: the host is not "
+                             "verified (a host's output is data racklift checks; see "
+                             "`racklift bundle --host` and the host's collect.py)")
+
+    if not isinstance(document, Mapping):
+        raise refuse("is not a JSON object")
+    raw_outputs = document.get("outputs", {})
+    sysfs = document.get("sysfs", {})
+    if not isinstance(raw_outputs, Mapping) or not isinstance(sysfs, Mapping):
+        raise refuse("has outputs or sysfs that are not JSON objects")
+    outputs = {}
+    for name, o in raw_outputs.items():
+        if name not in OUTPUTS:
+            raise refuse(f"names an output racklift does not collect: {str(name)[:100]!r}")
+        if not (isinstance(o, Mapping) and _texts(o, "stdout", "stderr", "command")
+                and type(o.get("rc", 0)) is int):
+            raise refuse(f"has a malformed {name} (stdout, stderr and command are text, rc "
+                         "a whole number)")
+        if len(o.get("stdout", "")) + len(o.get("stderr", "")) > MAX_OUTPUT:
+            raise refuse(f"has a {name} over racklift's limit of {MAX_OUTPUT // 2**20} MiB")
+        outputs[name] = Output(stdout=o.get("stdout", ""), rc=o.get("rc", 0),
+                               stderr=o.get("stderr", ""), command=o.get("command", ""))
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in sysfs.items()):
+        raise refuse("has sysfs values that are not text")
+    if sum(len(k) + len(v) for k, v in sysfs.items()) > MAX_OUTPUT:
+        raise refuse(f"has sysfs values over racklift's limit of {MAX_OUTPUT // 2**20} MiB")
+    meta = {k: document.get(k) if isinstance(document.get(k), str) else None for k in META}
+    return Bundle(host, outputs, dict(sysfs), meta)
+
+
+def _texts(output: Mapping[str, Any], *keys: str) -> bool:
+    return all(isinstance(output.get(k, ""), str) for k in keys)
 
 
 def write(bundle: Bundle, directory: Path) -> Path:
-    """Write `bundle` as `<directory>/<host>/...`; returns the host's directory."""
-    host_dir = directory / bundle.host
-    host_dir.mkdir(parents=True, exist_ok=True)
+    """Write `bundle` as `<directory>/<host>/...`; returns the host's directory. Every file
+    must land inside `directory` (the host name comes from NetBox, the output names from the
+    host)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    host_dir = names.inside(directory, bundle.host)
+    host_dir.mkdir(exist_ok=True)
     commands = {}
     for name, out in bundle.outputs.items():
-        (host_dir / name).write_text(out.stdout)
+        if name not in OUTPUTS:
+            raise RackliftError(f"{bundle.host}: refusing to write output {name!r}: not one "
+                                "racklift collects")
+        names.inside(host_dir, name).write_text(out.stdout)
         commands[name] = {"command": out.command, "rc": out.rc, "stderr": out.stderr}
     (host_dir / "sysfs.json").write_text(json.dumps(bundle.sysfs, indent=1, sort_keys=True))
     (host_dir / "commands.json").write_text(json.dumps(commands, indent=1, sort_keys=True))
@@ -94,18 +143,17 @@ def read(host_dir: Path) -> Bundle:
     if not host_dir.is_dir():
         raise RackliftError(f"{host_dir} is not a directory: a support bundle is a directory "
                             "per host (see racklift.facts.bundle)")
+    document = {**_json(host_dir / "meta.json", {}), "sysfs": _json(host_dir / "sysfs.json", {}),
+                "outputs": {}}
     commands = _json(host_dir / "commands.json", {})
-    outputs = {}
-    for path in sorted(host_dir.iterdir()):
-        if path.name in ("commands.json", "meta.json", "sysfs.json") or not path.is_file():
-            continue
-        info = commands.get(path.name, {})
-        outputs[path.name] = Output(stdout=path.read_text(errors="replace"),
-                                    rc=int(info.get("rc", 0)), stderr=info.get("stderr", ""),
-                                    command=info.get("command", ""))
-    meta = _json(host_dir / "meta.json", {})
-    return Bundle(meta.get("hostname") or host_dir.name, outputs,
-                  _json(host_dir / "sysfs.json", {}), meta)
+    for name in sorted(OUTPUTS):
+        path = host_dir / name
+        if path.is_file():
+            info = commands.get(name, {}) if isinstance(commands, Mapping) else {}
+            document["outputs"][name] = {**info, "stdout": path.read_text(errors="replace")}
+    # The directory names the host (a bundle from elsewhere may say anything in meta.json), and
+    # its files are held to what the collector's document is.
+    return from_collector(host_dir.name, document)
 
 
 def _json(path: Path, default: Any) -> Any:

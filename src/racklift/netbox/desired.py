@@ -73,7 +73,10 @@ def _is_command(value: Any) -> bool:
             and all(isinstance(w, str) and 0 < len(w) <= 256 and "\0" not in w for w in value))
 
 
-URL = r"https?://[^\s\"'\\]+"
+# An apt source's URL from a NetBox record: https (the record is only as safe as its least
+# careful editor; the controller's own group vars may use http or file:), and nothing that
+# could end the sources line (whitespace, quotes) or add options to it ('[').
+URL = r"https://[^\s\"'\\\[\]]+"
 DRIVER_VERSION = r"[0-9]+\.[0-9]+\.[0-9]+"
 
 
@@ -100,9 +103,9 @@ class Ofed:
         r"[0-9][0-9A-Za-z.+~:-]*\*?", "the apt version of the source's packages, e.g. "
         "\"24.10-1.1.4.0\" ('*' at the end allowed), or null", nullable=True))
     repo_url: str | None = setting(None, text(
-        URL, "the vendor's apt repository as an http(s) URL, or null", nullable=True))
+        URL, "the vendor's apt repository as an https URL, or null", nullable=True))
     repo_key_url: str | None = setting(None, text(
-        URL, "the repository's signing key as an http(s) URL, or null", nullable=True))
+        URL, "the repository's signing key as an https URL, or null", nullable=True))
     # None: the HCA firmware is not checked.
     hca_firmware_version: str | None = setting(None, text(
         r"[0-9]+\.[0-9]+\.[0-9]+", "the firmware version as ibv_devinfo prints it, e.g. "

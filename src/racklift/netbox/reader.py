@@ -19,6 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
+from racklift import names
 from racklift.errors import NetBoxError
 from racklift.netbox import desired
 from racklift.netbox.client import NetBox
@@ -462,6 +463,8 @@ def find_problems(host: ExpectedHost | InventoryHost, *, has_context: bool, type
     def add(field: str, message: str) -> None:
         problems.append(Problem(n, field, message))
 
+    if not names.is_hostname(n):
+        add("name", f"{n!r} is {names.HOSTNAME_HINT}")
     if not host.serial:
         add("serial", "no serial number: set the chassis serial on the device in NetBox")
     if not host.primary_ip:

@@ -51,6 +51,7 @@ from racklift.ansible import HostEvent, PlaybookResult, run_playbook
 from racklift.bmc.redfish import BmcError, client_for
 from racklift.errors import RackliftError
 from racklift.imaging import deploy_data, diskimage, ramdisk
+from racklift.names import HOSTNAME_HINT, is_hostname
 from racklift.netbox.client import NetBox
 from racklift.netbox.desired import FIELD_PREFIX
 from racklift.netbox.model import ExpectedHost, Problem
@@ -136,6 +137,9 @@ def boot_server_for(host: ExpectedHost, servers: list[Mapping[str, Any]]) -> Boo
                             f"with role {BOOT_SERVER_ROLE} in NetBox (found {found}): racklift "
                             "boots each host from its site's boot server")
     server = here[0]
+    if not is_hostname(server.get("name")):
+        raise RackliftError(f"{host.name}: boot server {str(server.get('name'))[:80]!r} (NetBox "
+                            f"device {server.get('id')}): name: {HOSTNAME_HINT}")
     address = (server.get("primary_ip4") or {}).get("address")
     if not address:
         raise RackliftError(f"{host.name}: boot server {server['name']} has no primary IPv4 in "

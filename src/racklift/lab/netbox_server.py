@@ -256,6 +256,13 @@ def _read_pid(instance: NetBoxInstance) -> int | None:
         return None
 
 
+def server_pid(instance: NetBoxInstance) -> int | None:
+    """The pid of the server racklift started for this instance, if that server is what
+    listens on the instance's port (not merely something answering there)."""
+    pid = _read_pid(instance)
+    return pid if pid and services.owns_listener(pid, instance.port) else None
+
+
 def answers(instance: NetBoxInstance, timeout: float = 2.0) -> str | None:
     """The NetBox version if the instance answers its status endpoint with the lab token."""
     try:

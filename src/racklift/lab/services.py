@@ -23,6 +23,32 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
+def listening_inodes(port: int, tables: str = "/proc/net") -> set[str]:
+    """The socket inodes listening on `port` (TCP, IPv4 and IPv6), from the kernel's tables."""
+    found = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            rows = Path(tables, table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            # local address hex "ADDR:PORT", state 0A is LISTEN, inode is the 10th column
+            listening = len(fields) > 9 and fields[3] == "0A"
+            if listening and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                found.add(fields[9])
+    return found
+
+
+def owns_listener(pid: int, port: int) -> bool:
+    """Whether process `pid` holds a socket listening on `port` (so it is what answers there)."""
+    wanted = {f"socket:[{inode}]" for inode in listening_inodes(port)}
+    try:
+        return any(os.readlink(fd) in wanted for fd in Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+
+
 def _need(command: str, package: str) -> str:
     path = shutil.which(command) or (
         f"/usr/sbin/{command}" if Path(f"/usr/sbin/{command}").exists() else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -10,7 +11,8 @@ from invoke.exceptions import Exit
 
 from racklift.console import console
 from racklift.errors import RackliftError
-from racklift.lab.netbox_server import NetBoxInstance, answers
+from racklift.lab.netbox_server import NetBoxInstance, answers, server_pid
+from racklift.lab.services import port_open
 from racklift.netbox.client import NetBox, NetBoxSettings
 from racklift.netbox.reader import Selection
 
@@ -29,12 +31,20 @@ def lab_instance() -> NetBoxInstance:
 
 @cache  # one process, one NetBox: decide (and say) it once
 def netbox_settings() -> NetBoxSettings:
-    """NETBOX_URL / NETBOX_TOKEN; without them, the lab NetBox when it is running."""
+    """NETBOX_URL / NETBOX_TOKEN; without them, the lab NetBox when it is running: the server
+    `netbox.up` started, never merely whatever answers on the lab's port."""
     lab = lab_instance()
-    default = NetBoxSettings(lab.url, lab.token) if answers(lab) else None
+    pid = server_pid(lab)
+    default = NetBoxSettings(lab.url, lab.token) if pid and answers(lab) else None
+    if default is None and port_open(lab.port) and not os.environ.get("NETBOX_URL"):
+        raise RackliftError(f"NETBOX_URL is not set, and what answers on the lab NetBox's port "
+                            f"({lab.url}) is not the lab NetBox racklift started: export "
+                            "NETBOX_URL and NETBOX_TOKEN for your NetBox, or `racklift "
+                            "netbox.up` for the lab's")
     settings = NetBoxSettings.from_env(default=default)
     if settings is default:
-        console.print(f"[dim]using the lab NetBox at {lab.url} (NETBOX_URL is not set)[/]")
+        console.print(f"[dim]using the lab NetBox at {lab.url}, started by racklift (pid {pid}, "
+                      f"{lab.root}): NETBOX_URL is not set[/]")
     return settings
 
 

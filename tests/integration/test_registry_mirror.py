@@ -40,6 +40,8 @@ def mirror_lab(tmp_path_factory):
                 # configuration: it must show up nowhere else.
                 "username": "racklift-lab", "password": SECRET}],
             "registry_mirror_ca_dir": str(work / "ca"),
+            # With upstream credentials, one address: the network the clients pull from.
+            "registry_mirror_listen_address": addresses["mirror"],
         }
         inventory = registry.write_inventory(
             work / "inventory.yml", LAB,

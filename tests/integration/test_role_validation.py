@@ -41,6 +41,12 @@ CASES = {
     "unknown OFED source": (
         "ofed", {"ofed_source": "mofed"},
         ["ofed_source is 'mofed'", "set ofed_source to inbox"]),
+    "mirror credentials on every address": (
+        "registry_mirror", {"registry_mirror_upstreams": [
+            {"name": "nvcr", "registry": "nvcr.io", "url": "https://nvcr.io", "port": 5001,
+             "username": "$oauthtoken", "password": "nvapi-planted"}]},
+        ["upstreams nvcr carry credentials", 'registry_mirror_listen_address is "0.0.0.0"',
+         "set it to this host's address"]),
     "host name that is no DNS label": (
         "base_os", {"base_os_hostname": "GPU_042"},
         ["base_os_hostname must be a lowercase DNS label", "GPU_042", "rename the device"]),

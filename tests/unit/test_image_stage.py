@@ -7,6 +7,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import emulated
 from racklift.imaging import diskimage
 from racklift.netbox.model import ExpectedHost
@@ -87,3 +89,28 @@ def test_dhcp_timing_uses_the_boot_servers_clock_only() -> None:
     request = server_now + 30 + 40  # the journal's time of the DHCP request
     assert since <= request < deadline
     assert request - clock.server_time(powered_on) == 40
+
+
+BOOT_ID = "3f2c9a4e-1b7d-4c8e-9a6f-0d1e2f3a4b5c"
+
+
+@pytest.mark.parametrize(("reason", "found"), [
+    (f"deployed debian12 to /dev/vda, ramdisk boot id {BOOT_ID}", BOOT_ID),
+    # Planted by a hostile ramdisk report: no IndexError, no boot id taken from it.
+    ("boot id ", None), ("ramdisk boot id ", None), ("ramdisk boot id ../../x", None),
+    ("ramdisk boot id " + "f" * 10**5, None), (None, None)])
+def test_the_ramdisk_boot_id_is_a_uuid_or_nothing(reason, found):
+    assert imaging.ramdisk_boot_id({"reason": reason}) == found
+
+
+@pytest.mark.parametrize("report", [[], "success", 7, {"result": ["success"]},
+                                    {"result": "failure", "phase": {"x": 1}, "reason": "r" * 5000}])
+def test_a_malformed_deploy_report_fails_its_host_with_a_bounded_message(report):
+    why = imaging.report_error(target(), report, 600)
+    assert why and len(why) < 500
+
+
+@pytest.mark.parametrize("stdout", ["abc\n[1, 2]", "abc\nnull", "abc\n\"x\"", "abc\nnot json"])
+def test_an_image_marker_that_is_not_an_object_is_unreadable(stdout):
+    with pytest.raises(ValueError):
+        imaging.parse_check(stdout)

@@ -37,6 +37,7 @@ import hashlib
 import ipaddress
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -257,27 +258,38 @@ def dhcp_error(target: Target, seconds: float, ignored: list[str]) -> str:
             "that the firmware network-boots from it")
 
 
-def report_error(target: Target, report: Mapping[str, Any] | None, seconds: float) -> str | None:
+def report_error(target: Target, report: Any, seconds: float) -> str | None:
+    """Why a host's deploy report (what its ramdisk posted: the host's word) is no success."""
     if report is None:
         return (f"no deploy report within {seconds:.0f} s of the DHCP request: see the host's "
                 "console (the deploy ramdisk logs there) and the boot server's "
                 "racklift-deploy-api journal")
+    if not isinstance(report, Mapping):
+        return "the deploy report is not a JSON object: see the boot server's racklift-deploy-api"
     if report.get("result") != "success":
-        return (f"the deploy ramdisk reported failure in phase {report.get('phase') or '?'}: "
-                f"{report.get('reason') or 'no reason given'}")
+        return (f"the deploy ramdisk reported failure in phase {str(report.get('phase'))[:40]}: "
+                f"{str(report.get('reason') or 'no reason given')[:300]}")
     return None
+
+
+BOOT_ID = re.compile(r"ramdisk boot id ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-"
+                     r"[0-9a-f]{12})\b")
 
 
 def ramdisk_boot_id(report: Mapping[str, Any]) -> str | None:
     """The ramdisk's boot id, from its success report ('... ramdisk boot id <uuid>')."""
-    reason = str(report.get("reason", ""))
-    return reason.rsplit("ramdisk boot id ", 1)[1].split()[0] if "boot id " in reason else None
+    found = BOOT_ID.search(str(report.get("reason", "")))
+    return found[1] if found else None
 
 
 def parse_check(stdout: str) -> tuple[str, dict[str, Any]]:
-    """(boot id, marker) from `cat boot_id /etc/racklift/image.json`."""
+    """(boot id, marker) from `cat boot_id /etc/racklift/image.json`; ValueError unless the
+    marker is a JSON object."""
     boot_id, _, marker = stdout.strip().partition("\n")
-    return boot_id.strip(), json.loads(marker)
+    found = json.loads(marker)
+    if not isinstance(found, dict):
+        raise ValueError("the image marker is not a JSON object")
+    return boot_id.strip(), found
 
 
 def check_error(image: diskimage.DiskImage, boot_id: str, marker: Mapping[str, Any],
@@ -335,6 +347,7 @@ class _Run:
         self.errors: dict[str, str | None] = {}
         self.started: dict[str, float] = {}  # power-on, per host (monotonic)
         self.clocks: dict[str, BootClock] = {}  # per boot server, read right before power-on
+        self.disk_boot_set: set[str] = set()  # hosts whose BMC was told to boot the disk again
         self.env = with_boot_servers(secrets, options.inventory)
 
     def fail(self, name: str, why: str) -> None:
@@ -514,9 +527,16 @@ def _wait(run: _Run, phase: str, targets: list[Target],
                 run.fail(t.name, f"waiting on boot server {server}: "
                                  f"{result.failed.get(server, 'no answer')}")
             continue
-        answer = json.loads(res["stdout"])
-        answers["hosts"].update(answer["hosts"])
-        answers["ignored"] += answer["ignored"]
+        try:
+            answer = json.loads(res["stdout"])
+            answers["hosts"].update({t.name: answer["hosts"][t.name] for t in mine
+                                     if t.name in answer["hosts"]})
+            answers["ignored"] += [str(mac) for mac in answer["ignored"]]
+        except (KeyError, TypeError, ValueError) as exc:
+            for t in mine:
+                run.fail(t.name, f"waiting on boot server {server}: its wait script's answer "
+                                 f"cannot be read ({type(exc).__name__}): see its run's "
+                                 "Ansible artifacts")
     return answers
 
 
@@ -532,6 +552,7 @@ def _disk_boot(run: _Run, targets: list[Target], succeeded: set[str]) -> None:
             elif before.target == "Pxe" and before.enabled == "Continuous":
                 bmc.reset("ForceRestart")
         ok = run.errors.get(t.name) is None
+        run.disk_boot_set.add(t.name)
         _bmc(run, t, "setting the boot device back to the disk", act)
         if ok and run.errors.get(t.name) is None:
             run.note(t.name, "boots from its disk again")
@@ -575,7 +596,6 @@ def image_hosts(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, progre
     disk = ramdisk.build(image)
     progress.note(f"image {image.name} {image.build_id} ({image.size // 2**20} MiB), "
                   f"ramdisk {disk.build_id}")
-    timeouts = options.timeouts
     with _secrets_dir() as secrets:
         run = _Run(netbox, run_dir, progress, options, secrets)
         run.errors = {h.name: None for h in hosts}
@@ -583,34 +603,47 @@ def image_hosts(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, progre
         targets, boot_ids = _hostvars(run, run.live(targets), ident)
         tokens = _prepare_boot_servers(run, targets, servers, disk, ident)
         live = run.live(targets)
-        _power_on(run, live)
-        powered = run.live(live)
-        windows = {t.name: dhcp_window(run.clocks[t.boot_server], run.started[t.name],
-                                       dhcp_timeout(t, timeouts)) for t in powered}
-        dhcp = _wait(run, "dhcp", powered, windows, tokens, ident)
-        for t in powered:
-            at = dhcp["hosts"].get(t.name, {}).get("at")
-            if at is None:
-                run.fail(t.name, dhcp_error(t, dhcp_timeout(t, timeouts), dhcp["ignored"]))
-            else:
-                after = at - run.clocks[t.boot_server].server_time(run.started[t.name])
-                run.progress.note(f"{t.name}: DHCP request seen by the boot server "
-                                  f"{after:.0f} s after power-on")
-                windows[t.name] = (at, at + timeouts.deploy)
-        requested = run.live(powered)
-        # Off now, not after the others' deploys: a host without DHCP keeps network-booting.
-        _disk_boot(run, [t for t in powered if t not in requested], set())
-        reports = _wait(run, "report", requested, windows, tokens, ident)
-        old_ids: dict[str, set[str]] = {}
-        for t in requested:
-            report = reports["hosts"].get(t.name, {}).get("report")
-            why = report_error(t, report, timeouts.deploy)
-            if why:
-                run.fail(t.name, why)
-                continue
-            run.note(t.name, f"deployed: {report.get('reason')}")
-            old_ids[t.name] = {i for i in (boot_ids.get(t.name), ramdisk_boot_id(report)) if i}
-        deployed = {t.name for t in run.live(requested)}
-        _disk_boot(run, requested, deployed)
-        _check(run, [t for t in run.live(requested) if t.name in deployed], old_ids, ident)
+        try:
+            _deploy(run, live, tokens, boot_ids, ident)
+        finally:
+            # Whatever ended the stage, an error included, no host is left network-booting:
+            # the disk again, and those not deployed powered off.
+            _disk_boot(run, [t for t in live if t.name in run.started
+                             and t.name not in run.disk_boot_set], set())
     return run.errors
+
+
+def _deploy(run: _Run, live: list[Target], tokens: dict[str, str],
+            boot_ids: dict[str, str], ident: str) -> None:
+    """Power on, wait for DHCP and the deploy report, boot the disk again, check over SSH."""
+    timeouts = run.options.timeouts
+    _power_on(run, live)
+    powered = run.live(live)
+    windows = {t.name: dhcp_window(run.clocks[t.boot_server], run.started[t.name],
+                                   dhcp_timeout(t, timeouts)) for t in powered}
+    dhcp = _wait(run, "dhcp", powered, windows, tokens, ident)
+    for t in powered:
+        at = dhcp["hosts"].get(t.name, {}).get("at")
+        if at is None:
+            run.fail(t.name, dhcp_error(t, dhcp_timeout(t, timeouts), dhcp["ignored"]))
+        else:
+            after = at - run.clocks[t.boot_server].server_time(run.started[t.name])
+            run.progress.note(f"{t.name}: DHCP request seen by the boot server "
+                              f"{after:.0f} s after power-on")
+            windows[t.name] = (at, at + timeouts.deploy)
+    requested = run.live(powered)
+    # Off now, not after the others' deploys: a host without DHCP keeps network-booting.
+    _disk_boot(run, [t for t in powered if t not in requested], set())
+    reports = _wait(run, "report", requested, windows, tokens, ident)
+    old_ids: dict[str, set[str]] = {}
+    for t in requested:
+        report = reports["hosts"].get(t.name, {}).get("report")
+        why = report_error(t, report, timeouts.deploy)
+        if why:
+            run.fail(t.name, why)
+            continue
+        run.note(t.name, f"deployed: {report.get('reason')}")
+        old_ids[t.name] = {i for i in (boot_ids.get(t.name), ramdisk_boot_id(report)) if i}
+    deployed = {t.name for t in run.live(requested)}
+    _disk_boot(run, requested, deployed)
+    _check(run, [t for t in run.live(requested) if t.name in deployed], old_ids, ident)

@@ -3,18 +3,31 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from racklift.netbox.model import ExpectedHost
 
 # Progress and tables go to stderr, so stdout stays clean for JSON. Logs and CI get a width
 # that fits the tables instead of rich's 80-column default.
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+
+
+# Control characters but newline and tab: a host's or a record's text could move the cursor,
+# retitle the terminal or write the operator's clipboard (OSC 52) through an escape sequence.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def plain(text: object, style: str = "") -> Text:
+    """`text` as the operator's terminal shows it: never markup (a "[/]" from a host would end
+    the table with an error), control characters written out (\\x1b)."""
+    return Text(_CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", str(text)), style=style)
 
 
 def print_json(data: Any) -> None:
@@ -31,16 +44,20 @@ def expected_table(hosts: Iterable[ExpectedHost], title: str) -> Table:
         gpu_models = sorted({g.part_id.removeprefix("NVIDIA ") for g in h.gpus})
         rates = sorted({p.type.removeprefix("infiniband-").upper() for p in h.ib_ports})
         driver = (h.desired.nvidia_driver.version if h.desired else None) or "-"
+        problems = Text("\n").join(plain(p.field, "red") + plain(f": {p.message}")
+                                    for p in h.problems)
         table.add_row(
-            h.name, h.status,
-            f"{h.rack or '-'}/{h.position:g}" if h.position is not None else (h.rack or "-"),
-            h.serial or "[red]missing[/]",
-            f"{h.primary_ip} ({h.primary_ip_interface})" if h.primary_ip else "[red]missing[/]",
-            h.oob_ip or "[red]missing[/]",
+            plain(h.name), h.status,
+            plain(f"{h.rack or '-'}/{h.position:g}" if h.position is not None
+                  else (h.rack or "-")),
+            plain(h.serial) if h.serial else "[red]missing[/]",
+            plain(f"{h.primary_ip} ({h.primary_ip_interface})") if h.primary_ip
+            else "[red]missing[/]",
+            plain(h.oob_ip) if h.oob_ip else "[red]missing[/]",
             h.provisioning_mac or "[red]missing[/]",
-            f"{len(h.gpus)}x {', '.join(gpu_models)}" if h.gpus else "[red]none[/]",
+            plain(f"{len(h.gpus)}x {', '.join(gpu_models)}") if h.gpus else "[red]none[/]",
             f"{len(h.ib_ports)}x {', '.join(rates)}" if h.ib_ports else "[red]none[/]",
-            driver,
-            "\n".join(f"[red]{p.field}[/]: {p.message}" for p in h.problems) or "[green]none[/]",
+            plain(driver),
+            problems if h.problems else "[green]none[/]",
         )
     return table

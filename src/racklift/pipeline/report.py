@@ -11,6 +11,7 @@ from typing import Any
 from rich.table import Table
 
 from racklift import __version__
+from racklift.console import plain
 from racklift.pipeline.model import JOINED, PLANNED, SKIPPED, STAGED, HostRun, PipelineRun
 
 STYLE = {JOINED: "green", SKIPPED: "dim", PLANNED: "cyan", STAGED: "cyan"}
@@ -45,9 +46,10 @@ def table(run: PipelineRun, title: str) -> Table:
     for h in run.hosts:
         style = STYLE.get(h.result, "red")
         stages = ", ".join(h.plan.stages) if h.result == PLANNED else h.reached
-        out.add_row(h.name, h.host.rack or "-", h.host.status, f"[{style}]{h.result}[/]",
-                    stages, str(len(h.verdict.mismatches)) if h.verdict else "-",
-                    f"{h.seconds:.0f} s" if h.seconds else "-", _first_problem(h))
+        out.add_row(plain(h.name), plain(h.host.rack or "-"), h.host.status,
+                    plain(h.result, style), stages,
+                    str(len(h.verdict.mismatches)) if h.verdict else "-",
+                    f"{h.seconds:.0f} s" if h.seconds else "-", plain(_first_problem(h)))
     return out
 
 

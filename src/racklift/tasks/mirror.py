@@ -6,7 +6,7 @@ from invoke import task
 from invoke.exceptions import Exit
 
 from racklift.ansible import run_playbook
-from racklift.console import console
+from racklift.console import console, plain
 from racklift.netbox.reader import Selection, read_hosts
 from racklift.registry.mirror import check_endpoint
 from racklift.tasks.common import SELECTION_HELP, connect, operator_errors, selection
@@ -36,7 +36,7 @@ def setup(c, servers, site=None, rack=None, role=None, status=None, host=None):
                  # An empty pattern would fall back to the playbook's default group.
                  "RACKLIFT_MIRROR_CLIENTS": ",".join(clients) or "none"})
     for name, why in sorted(result.failed.items()):
-        console.print(f"[red]{name}[/]: {why}")
+        console.print(plain(name, "red") + plain(f": {why}"))
     if result.rc != 0:
         raise Exit(f"error: registry mirror setup failed on {len(result.failed)} host(s)", code=1)
     console.print(f"registry mirror on {', '.join(server_names)}; {len(clients)} hosts use it")

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from invoke import task
 from invoke.exceptions import Exit
 
-from racklift.console import console, print_json
+from racklift.console import console, plain, print_json
 from racklift.errors import RackliftError
 from racklift.netbox.reader import read_hosts
 from racklift.pipeline import lock
@@ -60,7 +60,7 @@ def _level(quiet: bool, verbose: bool) -> int:
 
 def _execute(chosen, options: Options, *, check: bool, json: bool, quiet: bool,
              verbose: bool, max_fail: int, batch_size: str | None) -> None:
-    progress = Progress(lambda line: console.print(line, markup=False, highlight=False),
+    progress = Progress(lambda line: console.print(plain(line), highlight=False),
                         _level(quiet, verbose))
     extravars = {"racklift_max_fail_percentage": int(max_fail)}
     if batch_size:
@@ -76,7 +76,7 @@ def _execute(chosen, options: Options, *, check: bool, json: bool, quiet: bool,
                   f"report {result.run_dir / 'report.json'}; "
                   f"Ansible artifacts {result.run_dir / 'ansible'}")
     for error in result.errors:
-        console.print(f"[red]error: {error}[/]")
+        console.print(plain(f"error: {error}", "red"))
     if json:
         print_json(reports.to_json(result, chosen.describe()))
     if not reports.ok(result):

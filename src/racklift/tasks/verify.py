@@ -10,11 +10,12 @@ from typing import Any
 from invoke import task
 from invoke.exceptions import Exit
 
-from racklift.console import console, print_json
+from racklift.console import console, plain, print_json
 from racklift.errors import RackliftError
 from racklift.facts import bundle as bundles
 from racklift.facts import parsers
 from racklift.facts.host import from_bundle
+from racklift.names import is_hostname
 from racklift.netbox.reader import read_hosts
 from racklift.tasks.common import SELECTION_HELP, connect, operator_errors, selection
 from racklift.verify import report
@@ -58,7 +59,7 @@ def verify(c, site=None, rack=None, role="gpu-server", status=None, host=None, c
     chosen = selection(site, rack, role, status, host)
     with operator_errors():
         run = verify_hosts(connect(), chosen, write=not check, mark_active_failed=mark_failed,
-                           adopt_serials=adopt, progress=lambda m: console.print(f"[dim]{m}[/]"))
+                           adopt_serials=adopt, progress=lambda m: console.print(plain(m, "dim")))
         report_file, junit = report.write(run.run_dir, run.verdicts, chosen.describe())
     console.print(report.table(run.verdicts, f"verify: {chosen.describe()}"))
     counts = report.summary(run.verdicts)
@@ -127,14 +128,15 @@ def bundle(c, site=None, rack=None, role=None, status=None, host=None, to=None):
     with operator_errors():
         netbox = connect()
         selected = read_hosts(netbox, chosen)
-        hosts = [h for h in selected if h.address and h.status in VERIFIED]
+        hosts = [h for h in selected
+                 if h.address and h.status in VERIFIED and is_hostname(h.name)]
         for h in selected:
             if h not in hosts:
-                console.print(f"[dim]{h.name}: skipped (status {h.status}, "
-                              f"address {h.address or 'none'})[/]")
+                console.print(plain(f"{h.name}: skipped (status {h.status}, address "
+                                    f"{h.address or 'none'}, name {h.name!r})", "dim"))
         target = Path(to) if to else new_run_dir("bundle")
         results = collect(netbox, hosts, target)
     for name, got in sorted(results.items()):
-        console.print(f"{name}: {target / name}" if not isinstance(got, str)
-                      else f"[red]{name}: {got}[/]")
+        console.print(plain(f"{name}: {target / name}") if not isinstance(got, str)
+                      else plain(f"{name}: {got}", "red"))
     console.print(jsonlib.dumps({"bundles": str(target)}))

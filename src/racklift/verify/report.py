@@ -12,6 +12,7 @@ from typing import Any
 from rich.table import Table
 
 from racklift import __version__
+from racklift.console import plain
 from racklift.verify.verdict import HostVerdict
 
 
@@ -29,12 +30,12 @@ def table(verdicts: Sequence[HostVerdict], title: str) -> Table:
     for v in verdicts:
         bad_checks = [c for c in v.checks if c.status not in ("OK",)]
         out.add_row(
-            v.host, v.status,
+            plain(v.host), v.status,
             "[green]PASS[/]" if v.passed else "[dim]SKIP[/]" if v.skipped else "[red]FAIL[/]",
             str(len(v.mismatches)),
             f"{len(v.checks) - len(bad_checks)}/{len(v.checks)} OK" if v.checks else "-",
-            (v.failures or v.warnings or [v.skipped or "-"])[0],
-            f"left as it is: {v.held}" if v.held else ", ".join(v.changes) or "-")
+            plain((v.failures or v.warnings or [v.skipped or "-"])[0]),
+            plain(f"left as it is: {v.held}" if v.held else ", ".join(v.changes) or "-"))
     return out
 
 

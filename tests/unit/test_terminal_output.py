@@ -1,0 +1,54 @@
+"""Planted: a host reports text with terminal escape sequences (retitle, clipboard write, clear
+screen) and rich markup. The operator's terminal shows it written out, and the tables render."""
+
+import io
+from dataclasses import replace
+
+from rich.console import Console
+
+import emulated
+from racklift.console import expected_table, plain
+from racklift.facts.host import from_bundle
+from racklift.pipeline.progress import Progress
+from racklift.verify import report
+from racklift.verify.verdict import judge
+
+PLANTED = "SN[/]\x1b]52;c;ZXZpbA==\x07\x1b[2J[link=https://evil.example]x[/link]\x9b1m"
+
+
+def shown(*renderables) -> str:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=400)
+    for r in renderables:
+        console.print(r)
+    return out.getvalue()
+
+
+def test_plain_text_writes_control_characters_out_and_keeps_brackets():
+    text = plain(PLANTED)
+    assert "\x1b" not in text.plain and "\x07" not in text.plain and "\x9b" not in text.plain
+    assert "\\x1b]52;c;ZXZpbA==\\x07" in text.plain and "[/]" in text.plain
+    assert plain("line one\n\tline two").plain == "line one\n\tline two"
+
+
+def test_a_hostile_serial_reaches_the_verdict_table_as_text():
+    profile = emulated.healthy_profile()
+    profile = replace(profile, system=replace(profile.system, serial=PLANTED))
+    verdict = judge(emulated.expected_host(), from_bundle(emulated.bundle(profile)))
+    assert verdict.failed and any("[/]" in line for line in verdict.failures)
+    out = shown(report.table([verdict], "verify"))
+    assert "\x1b]52" not in out and "\x1b[2J" not in out and "\x1b]8;" not in out
+    assert "\\x1b]52;c;ZXZpbA==" in out
+
+
+def test_a_hostile_netbox_record_reaches_the_expected_table_as_text():
+    host = replace(emulated.expected_host(), name="gpu[/]\x1b]0;x\x07", serial=PLANTED)
+    out = shown(expected_table([host], "expected"))
+    assert "\x1b]0;x" not in out and "\x1b]52" not in out and "gpu[/]" in out
+
+
+def test_progress_lines_carry_no_escape_sequences():
+    lines: list[str] = []
+    progress = Progress(lambda line: lines.append(shown(plain(line))))
+    progress.failed("gpu-01", "verify", PLANTED)
+    assert lines and all("\x1b]52" not in line and "\x1b[2J" not in line for line in lines)

@@ -121,6 +121,28 @@ def test_down_node_is_drained_and_resumed(cluster, hook):
     assert not {"DOWN", "DRAIN"} & set(hook.state(["gpu-s02"])["gpu-s02"].split("+"))
 
 
+def test_nodes_an_operator_took_out_stay_out(cluster, hook):
+    """Only racklift's own drains are undone: a node an operator drained or set down for a
+    reason of their own stays so after racklift reimaged and resumed it."""
+    scontrol(cluster, "update", "nodename=gpu-s02", "state=drain", "reason=GPU 3 Xid 79")
+    scontrol(cluster, "update", "nodename=gpu-s03", "state=down", "reason=cable")
+    drained = hook.drain(["gpu-s01", "gpu-s02"], "GPU swap")  # reimage: drain first
+    assert drained.ok == {"gpu-s01": "drained", "gpu-s02": "already drained"}
+    assert shown(cluster, "gpu-s01")[1].startswith("Reason=racklift: GPU swap [")
+
+    resumed = hook.resume(NODES, "racklift: verified, in pool")
+    assert resumed.ok == {"gpu-s01": "resumed"}
+    assert resumed.errors["gpu-s02"].startswith(
+        "gpu-s02: Slurm shows IDLE+DRAIN with reason 'GPU 3 Xid 79', which racklift did not "
+        "set: left as it is")
+    assert resumed.errors["gpu-s03"].startswith(
+        "gpu-s03: Slurm shows DOWN with reason 'cable', which racklift did not set")
+    assert shown(cluster, "gpu-s02")[1].startswith("Reason=GPU 3 Xid 79 [")
+    assert shown(cluster, "gpu-s02")[0] == "State=IDLE+DRAIN"
+    assert shown(cluster, "gpu-s03")[0].startswith("State=DOWN")
+    assert "DRAIN" not in shown(cluster, "gpu-s01")[0]
+
+
 def test_failed_batch_update_is_retried_per_host(cluster, hook):
     """Names are checked against `scontrol show node` first, so the batch call fails only when
     the node list changes in between; here it is called with an unknown name directly."""

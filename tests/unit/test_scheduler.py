@@ -8,6 +8,7 @@ cluster (racklift.lab.slurm), after `scontrol update` calls and a running `sbatc
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,8 +22,10 @@ from racklift.pipeline.scheduler import (
     drain_outcome,
     failure,
     is_drained,
+    marked,
     needs_resume,
     one_line,
+    ours,
     parse_show_node,
     resume_outcome,
     scheduler_from_env,
@@ -216,12 +219,60 @@ def test_drain_outcomes_from_real_states():
 
 def test_resume_outcomes_from_real_states():
     nodes = parse_show_node(CAPTURE_RESPONDING)
-    fine, message = resume_outcome(nodes["gpu-002"], changed=True)
-    assert not fine and "gpu-002: Slurm still shows IDLE+DRAIN after" in message
+    fine, message = resume_outcome(nodes["gpu-001"], changed=True)  # racklift's drain
+    assert not fine and "gpu-001: Slurm still shows ALLOCATED+DRAIN after" in message
     assert "slurmctld's log" in message
+    fine, message = resume_outcome(nodes["gpu-002"], changed=False)  # an operator's drain
+    assert not fine and message == (
+        "gpu-002: Slurm shows IDLE+DRAIN with reason 'GPU 3 Xid 79: fallen off the bus, x=1', "
+        "which racklift did not set: left as it is; once that is dealt with, `scontrol update "
+        "nodename=gpu-002 state=resume` returns it to service")
+    fine, message = resume_outcome(SlurmNode("gpu-005", "DOWN", ""), changed=False)
+    assert not fine and message.startswith("gpu-005: Slurm shows DOWN with no reason, which")
     idle = SlurmNode("gpu-004", "IDLE", "")
     assert resume_outcome(idle, changed=True) == (True, "resumed")
     assert resume_outcome(idle, changed=False) == (True, "not drained")
+
+
+@pytest.mark.parametrize(("reason", "mine"), [
+    ("racklift reimage: GPU swap", True), ("racklift: ticket 7", True),
+    ("GPU 3 Xid 79", False), ("", False), ("racklifting", False), ("racklift-lab", False),
+    ("not racklift reimage", False), ("Not responding", False),
+])
+def test_racklift_drains_are_told_by_their_reason(reason, mine):
+    assert ours(reason) is mine
+    assert ours(marked(reason or "x"))
+
+
+def test_marked_keeps_racklift_reasons_and_prefixes_others():
+    assert marked("racklift reimage: GPU swap") == "racklift reimage: GPU swap"
+    assert marked("GPU swap") == "racklift: GPU swap"
+
+
+def test_resume_leaves_nodes_out_of_service_for_someone_elses_reason(tmp_path: Path):
+    """A stand-in scontrol shows the captured nodes and records updates: only gpu-001, which
+    racklift drained, is resumed; gpu-002 (an operator's drain for a GPU fault) and gpu-003
+    (set DOWN by hand for a cable) are not even asked about."""
+    (tmp_path / "nodes.txt").write_text(CAPTURE_RESPONDING)
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(
+        f"#!{sys.executable}\n"
+        "import pathlib, sys\n"
+        "here = pathlib.Path(__file__).parent\n"
+        "if sys.argv[1:] == ['show', 'node']:\n"
+        "    sys.stdout.write((here / 'nodes.txt').read_text())\n"
+        "else:\n"
+        "    with open(here / 'updates.log', 'a') as log:\n"
+        "        log.write(' '.join(sys.argv[1:]) + '\\n')\n")
+    scontrol.chmod(0o755)
+    result = Slurm(scontrol=str(scontrol)).resume(["gpu-001", "gpu-002", "gpu-003"],
+                                                   "racklift reimage run r1: passed")
+    assert (tmp_path / "updates.log").read_text() == "update nodename=gpu-001 state=resume\n"
+    assert result.errors["gpu-002"].startswith(
+        "gpu-002: Slurm shows IDLE+DRAIN with reason 'GPU 3 Xid 79: fallen off the bus, x=1', "
+        "which racklift did not set: left as it is")
+    assert result.errors["gpu-003"].startswith(
+        "gpu-003: Slurm shows DOWN with reason 'cable', which racklift did not set")
 
 
 def test_bad_node_names_would_expand_or_split():

@@ -9,7 +9,7 @@ from racklift.verify.verdict import HostVerdict, InNetBox, hold, recorded
 
 OK = (CheckResult("gpu.ecc", "OK", "enabled"),)
 BAD = (CheckResult("gpu.ecc", "CRITICAL", "uncorrected errors"),)
-BOB = Ticket(entry_id=9, device_id=1, run="run-bob", owner="bob@ctl02.example", pid=77,
+BOB = Ticket(lock_id=9, device_id=1, run="run-bob", owner="bob@ctl02.example", pid=77,
              verb="provision", created="2026-11-30T10:00:00Z")
 
 

@@ -258,11 +258,13 @@ def run(netbox: NetBox, selection: Selection, options: Options, *, check: bool =
             h.result = PLANNED
         return _reported(PipelineRun(run_id, options.verb, runs, run_dir,
                                      time.monotonic() - started, check=True), selection)
-    held_by_others = lock.acquire(netbox, [h.host.netbox_id for h in todo], run_id,
-                                  options.verb, owner)
+    # A host another run holds, or that changed since it was selected, is refused.
+    refused = lock.acquire(netbox, [h.host.netbox_id for h in todo], run_id, options.verb,
+                           owner, seen={h.host.netbox_id: (h.host.status, h.completed)
+                                        for h in todo})
     for h in todo:
-        if h.host.netbox_id in held_by_others:
-            h.result, h.error = LOCKED, held_by_others[h.host.netbox_id].describe()
+        if h.host.netbox_id in refused:
+            h.result, h.error = LOCKED, refused[h.host.netbox_id].describe()
             progress.failed(h.name, "lock", h.error)
     mine = [h for h in todo if not h.result]
     errors: list[str] = []

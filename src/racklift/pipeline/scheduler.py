@@ -1,6 +1,11 @@
 """The workload scheduler hook: take hosts out of service before racklift reimages them, put
 them back when they join the pool. Slurm first, through `scontrol`.
 
+racklift only returns to service the nodes it drained itself: a node an operator drained for
+a reason of their own stays drained, whatever racklift did to the host meanwhile (draining it
+again keeps that reason). A node that is only DOWN gets racklift's drain, and reason, when
+racklift reimages it; one it did not reimage stays down.
+
 Every call answers per host: what was done, or a message naming the host, the scheduler, the
 command and what to do. Host names are the scheduler's node names (the NetBox device names).
 """
@@ -84,6 +89,11 @@ _NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 # Slurm appends " [user@time]" to the reason it shows.
 _REASON_STAMP = re.compile(r" \[[^\]@]*@[^\]]*\]$")
 _CONTROLLER_DOWN = "Unable to contact slurm controller"
+# Every drain reason racklift sets starts with this word. Slurm keeps one reason per node and
+# no owner that tells racklift from an operator (both are often root): the reason is how
+# resume knows a drain is racklift's to undo.
+DRAIN_MARK = "racklift"
+_MARKED = re.compile(rf"{DRAIN_MARK}[ :]")
 
 
 @dataclass(frozen=True)
@@ -126,6 +136,16 @@ def is_drained(state: str) -> bool:
             and "COMPLETING" not in flags)
 
 
+def ours(reason: str) -> bool:
+    """Whether racklift set this drain reason (Slurm's " [user@time]" already cut off)."""
+    return _MARKED.match(reason) is not None
+
+
+def marked(reason: str) -> str:
+    """The drain reason as racklift sets it: starting with DRAIN_MARK, so resume knows it."""
+    return reason if ours(reason) else f"{DRAIN_MARK}: {reason}"
+
+
 def needs_resume(state: str) -> bool:
     """True when Slurm keeps the node out of service: drained, down or failing."""
     base, *flags = state.split("+")
@@ -146,8 +166,13 @@ def drain_outcome(node: SlurmNode, changed: bool) -> tuple[bool, str]:
 
 
 def resume_outcome(node: SlurmNode, changed: bool) -> tuple[bool, str]:
-    """(ok, message) for a node as Slurm shows it after racklift resumed it (`changed`) or
-    found it in service already."""
+    """(ok, message) for a node as Slurm shows it after racklift resumed it (`changed`), found
+    it in service already, or left it out of service for someone else's reason."""
+    if needs_resume(node.state) and not ours(node.reason):
+        why = f"reason {node.reason!r}" if node.reason else "no reason"
+        return False, (f"{node.name}: Slurm shows {node.state} with {why}, which racklift did "
+                       "not set: left as it is; once that is dealt with, `scontrol update "
+                       f"nodename={node.name} state=resume` returns it to service")
     if needs_resume(node.state):
         return False, (f"{node.name}: Slurm still shows {node.state} after `scontrol update "
                        f"nodename={node.name} state=resume`; see slurmctld's log for why, "
@@ -210,18 +235,22 @@ class Slurm:
 
     def drain(self, hosts: Sequence[str], reason: str) -> HookResult:
         """Drain the hosts with `reason`. A host already drained keeps the reason it has (an
-        operator's, maybe). ok says "drained" or "already drained", plus "(jobs still running
-        ...)" while jobs run there: wait until is_drained(state) before reimaging."""
-        reason = one_line(reason)
+        operator's, maybe, which then keeps resume away). `reason` is set starting with
+        DRAIN_MARK. ok says "drained" or "already drained", plus "(jobs still running ...)"
+        while jobs run there: wait until is_drained(state) before reimaging."""
+        reason = marked(one_line(reason))
         return self._change(hosts, "drained", lambda node: "DRAIN" not in node.flags,
                             ("state=drain", f"reason={reason}"), drain_outcome)
 
     def resume(self, hosts: Sequence[str], reason: str) -> HookResult:
-        """Return drained or down hosts to service. Slurm drops a node's reason on resume, so
-        `reason` is for the caller's journal; it is checked like drain's. ok says "resumed" or
-        "not drained" (Slurm already had it in service)."""
+        """Return to service the hosts racklift drained: drained or down with a reason that
+        starts with DRAIN_MARK. A host out of service for another reason stays so, and is an
+        error that shows the reason. Slurm drops a node's reason on resume, so `reason` is for
+        the caller's journal; it is checked like drain's. ok says "resumed" or "not drained"
+        (Slurm already had it in service)."""
         one_line(reason)
-        return self._change(hosts, "resumed", lambda node: needs_resume(node.state),
+        return self._change(hosts, "resumed",
+                            lambda node: needs_resume(node.state) and ours(node.reason),
                             ("state=resume",), resume_outcome)
 
     def _change(self, hosts: Sequence[str], done: str, needed: Callable[[SlurmNode], bool],

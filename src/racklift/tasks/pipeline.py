@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json as jsonlib
-import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from invoke import task
 from invoke.exceptions import Exit
@@ -36,18 +33,6 @@ RUN_HELP = {
 }
 
 
-@contextmanager
-def _terminated_as_interrupt() -> Iterator[None]:
-    """SIGTERM unwinds like Ctrl-C, so a stopped run still releases its locks."""
-    def stop(signum, frame):
-        raise KeyboardInterrupt
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def _stage(name: str | None) -> str | None:
     if name is not None and name not in STAGES:
         raise Exit(f"error: --until takes one of {', '.join(STAGES)}, not {name!r}", code=2)
@@ -65,7 +50,7 @@ def _execute(chosen, options: Options, *, check: bool, json: bool, quiet: bool,
     extravars = {"racklift_max_fail_percentage": int(max_fail)}
     if batch_size:
         extravars["racklift_batch_size"] = batch_size
-    with operator_errors(), _terminated_as_interrupt():
+    with operator_errors():
         result: PipelineRun = run(connect(), chosen, options, check=check, progress=progress,
                                   scheduler=scheduler_from_env(), image=image_hosts,
                                   extravars=extravars)

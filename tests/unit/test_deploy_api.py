@@ -1,16 +1,18 @@
 """Tests for the deploy API (roles/boot_server/files/racklift-deploy-api): the real server in a
-thread on 127.0.0.1 against a temporary data directory, spoken to over HTTP."""
+thread on 127.0.0.1 against a temporary data directory, spoken to over HTTP. Clients connect
+from 127.0.0.1 (the hosts' reserved address here) or, as another machine on the provisioning
+network, from 127.0.0.2 (Linux routes all of 127/8 to loopback)."""
 
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import logging
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,6 +26,8 @@ from racklift.paths import REPO_ROOT
 SCRIPT = REPO_ROOT / "roles" / "boot_server" / "files" / "racklift-deploy-api"
 SYSTEM_PYTHON = Path("/usr/bin/python3")  # Debian 12's 3.11, what the boot server runs
 TOKEN = "tok-" + "a1" * 20
+HOST_ADDRESS = "127.0.0.1"  # the address reserved for the hosts' MACs, here
+OTHER_ADDRESS = "127.0.0.2"  # another machine on the provisioning network
 DEPLOY = {"host": "vm-01", "hostname": "vm-01", "image": {"name": "debian12"}}
 
 
@@ -34,10 +38,13 @@ def _load() -> ModuleType:
 api = _load()
 
 
-def _host(data: Path, name: str, token: str, deploy: dict | None = None) -> None:
+def _host(data: Path, name: str, token: str, deploy: dict | None = None,
+          address: str | None = HOST_ADDRESS) -> None:
     (data / "hosts").mkdir(parents=True, exist_ok=True)
     record = {"token_sha256": hashlib.sha256(token.encode()).hexdigest(),
               "deploy": deploy or {**DEPLOY, "host": name, "hostname": name}}
+    if address is not None:
+        record["address"] = address
     (data / "hosts" / f"{name}.json").write_text(json.dumps(record))
 
 
@@ -61,18 +68,24 @@ def url(data: Path) -> Iterator[str]:
         thread.join(5)
 
 
-def call(url: str, method: str = "GET", body: bytes | None = None) -> tuple[int, bytes]:
-    request = urllib.request.Request(url, data=body, method=method,
-                                     headers={"Content-Type": "application/json"})
+def call(url: str, method: str = "GET", body: bytes | None = None,
+         source: str = HOST_ADDRESS, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    """One request from `source`, with `headers` besides the content type."""
+    where = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(where.hostname, where.port, timeout=10,
+                                            source_address=(source, 0))
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
+        connection.request(method, where.path, body=body,
+                           headers={"Content-Type": "application/json", **(headers or {})})
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
 
 
-def report(url: str, token: str, **fields: str) -> tuple[int, bytes]:
-    return call(f"{url}/v1/report/{token}", "POST", json.dumps(fields).encode())
+def report(url: str, token: str, source: str = HOST_ADDRESS, headers: dict[str, str] | None = None,
+           **fields: str) -> tuple[int, bytes]:
+    return call(f"{url}/v1/report/{token}", "POST", json.dumps(fields).encode(), source, headers)
 
 
 def test_health(url: str) -> None:
@@ -137,6 +150,56 @@ def test_oversized_report_rejected(url: str, data: Path) -> None:
     assert not (data / "reports").exists()
 
 
+# Planted by another machine on the provisioning network that learned a host's token (or
+# guesses at it): every header a proxy could have set claims the host's address.
+CLAIMS = {"X-Forwarded-For": HOST_ADDRESS, "X-Real-IP": HOST_ADDRESS,
+          "Forwarded": f"for={HOST_ADDRESS}"}
+
+
+def test_a_token_is_answered_only_for_its_hosts_address(url: str, data: Path) -> None:
+    status, body = call(f"{url}/v1/deploy/{TOKEN}", source=OTHER_ADDRESS, headers=CLAIMS)
+    assert status == 403
+    assert json.loads(body) == {"error": "vm-01: this token is answered only for its host's "
+                                         "reserved address"}
+    assert report(url, TOKEN, OTHER_ADDRESS, CLAIMS, result="success")[0] == 403
+    # Nothing spent, nothing reported: the host itself still deploys.
+    assert not (data / "used").exists()
+    assert not (data / "reports").exists()
+    assert call(f"{url}/v1/deploy/{TOKEN}")[0] == 200
+    assert report(url, TOKEN, OTHER_ADDRESS, CLAIMS, result="success")[0] == 403
+    assert report(url, TOKEN, result="success")[0] == 204
+
+
+@pytest.mark.parametrize("address", [None, "", "10.90.0.0/24", "not an address", "0.0.0.0"])
+def test_a_record_without_its_hosts_address_answers_nobody(url: str, data: Path,
+                                                           address: str | None) -> None:
+    _host(data, "vm-01", TOKEN, address=address)
+    assert call(f"{url}/v1/deploy/{TOKEN}")[0] == 403
+    assert not (data / "used").exists()
+
+
+def test_the_address_is_compared_as_an_ip() -> None:
+    assert api.from_its_host({"address": "127.0.0.1"}, "::ffff:127.0.0.1")
+    assert api.from_its_host({"address": "fd00::0:11"}, "fd00::11")
+    assert not api.from_its_host({"address": "127.0.0.1"}, "127.0.0.10")
+    assert not api.from_its_host({"address": ["127.0.0.1"]}, "127.0.0.1")
+
+
+def test_a_report_needs_this_tokens_deploy_first(url: str, data: Path) -> None:
+    """A ramdisk (or anything at the host's address) cannot report success for a deploy whose
+    data it never fetched, and a fetch with an earlier token of the host does not count."""
+    status, body = report(url, TOKEN, result="success", phase="done", reason="wrote nothing")
+    assert status == 409
+    assert json.loads(body) == {"error": "vm-01: no deploy data was fetched with this token"}
+    assert not (data / "reports").exists()
+    assert call(f"{url}/v1/deploy/{TOKEN}")[0] == 200
+    _host(data, "vm-01", "tok-reimage")  # a reimage: a new token, not fetched yet
+    assert report(url, "tok-reimage", result="success")[0] == 409
+    assert not (data / "reports").exists()
+    assert call(f"{url}/v1/deploy/tok-reimage")[0] == 200
+    assert report(url, "tok-reimage", result="success")[0] == 204
+
+
 def test_concurrent_gets_hand_out_the_data_once(url: str) -> None:
     with ThreadPoolExecutor(8) as pool:
         statuses = list(pool.map(lambda _: call(f"{url}/v1/deploy/{TOKEN}")[0], range(16)))
@@ -150,14 +213,21 @@ def test_unreadable_host_file_does_not_stop_the_others(url: str, data: Path) -> 
 
 def test_tokens_never_logged(url: str, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="racklift-deploy-api"):
+        call(f"{url}/v1/deploy/{TOKEN}", source=OTHER_ADDRESS)
+        report(url, TOKEN, OTHER_ADDRESS, result="success")
+        report(url, "tok-other", result="success")
         call(f"{url}/v1/deploy/{TOKEN}")
         call(f"{url}/v1/deploy/{TOKEN}")
         call(f"{url}/v1/deploy/secret-unknown-token")
         report(url, TOKEN, result="success")
     text = caplog.text
+    assert f"{OTHER_ADDRESS} GET deploy vm-01 (not from its address) -> 403" in text
+    assert f"{OTHER_ADDRESS} POST report vm-01 (not from its address) -> 403" in text
+    assert "report vm-02 (no deploy fetched) -> 409" in text
     assert "deploy vm-01 -> 200" in text
     assert "-> 410" in text
     assert "report from vm-01: success" in text
+    assert "tok-other" not in text
     assert TOKEN not in text
     assert "secret-unknown-token" not in text
     assert hashlib.sha256(TOKEN.encode()).hexdigest() not in text

@@ -7,6 +7,7 @@ import hashlib
 import json
 import re
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from racklift.imaging.deploy_data import (
     ImageArtifact,
     disk_identity,
     host_record,
+    new_nonce,
     new_token,
     normalize_mac,
     render,
@@ -27,6 +29,7 @@ from racklift.imaging.deploy_data import (
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBk2Ay1d3BTrlW9LCzg8p8bEzLxvRgGcXa8W0nUHbJz0 ops@ctl"
 IMAGE = ImageArtifact("debian12", "0123456789abcdef", "ab" * 32)
 SERVER = "http://10.90.0.1"
+NONCE = "5e" * 16
 
 
 def spec(**changes) -> HostDeploy:
@@ -37,8 +40,9 @@ def spec(**changes) -> HostDeploy:
 
 
 def test_render_matches_the_contract() -> None:
-    assert render(spec(), IMAGE, SERVER + "/") == {
+    assert render(spec(), IMAGE, SERVER + "/", NONCE) == {
         "host": "gpu-a01",
+        "nonce": NONCE,
         "image": {"name": "debian12", "build_id": "0123456789abcdef",
                   "url": "http://10.90.0.1/images/debian12/0123456789abcdef/disk.raw.gz",
                   "sha256": "ab" * 32, "format": "raw.gz"},
@@ -52,7 +56,7 @@ def test_render_matches_the_contract() -> None:
 
 def test_optional_fields() -> None:
     data = render(spec(gateway=None, dns=(), hostname="node1", target_disk="/dev/nvme0n1"),
-                  IMAGE, SERVER)
+                  IMAGE, SERVER, NONCE)
     assert data["network"]["gateway"] is None
     assert data["network"]["dns"] == []
     assert data["hostname"] == "node1"
@@ -62,7 +66,7 @@ def test_optional_fields() -> None:
 
 def test_every_string_is_sed_safe() -> None:
     """The ramdisk extracts fields with sed: no quote, backslash or bracket inside values."""
-    text = json.dumps(render(spec(), IMAGE, SERVER))
+    text = json.dumps(render(spec(), IMAGE, SERVER, NONCE))
     for value in re.findall(r'"([^"]*)"', text):
         assert not set(value) & set('\\[]\n')
 
@@ -92,7 +96,7 @@ def test_every_string_is_sed_safe() -> None:
 ])
 def test_bad_input_names_host_field_and_fix(changes: dict, field: str, hint: str) -> None:
     with pytest.raises(DeployDataError) as caught:
-        render(spec(**changes), IMAGE, SERVER)
+        render(spec(**changes), IMAGE, SERVER, NONCE)
     message = str(caught.value)
     host = changes.get("host", "gpu-a01")
     assert message.startswith(f"{host}: deploy data field {field}")
@@ -106,12 +110,12 @@ def test_bad_input_names_host_field_and_fix(changes: dict, field: str, hint: str
 ])
 def test_bad_image_artifact(image: ImageArtifact, field: str) -> None:
     with pytest.raises(DeployDataError, match=f"gpu-a01: deploy data field {field}"):
-        render(spec(), image, SERVER)
+        render(spec(), image, SERVER, NONCE)
 
 
 def test_https_boot_server_refused_with_reason() -> None:
     with pytest.raises(DeployDataError, match=r"'image\.url'.*no TLS"):
-        render(spec(), IMAGE, "https://boot.example")
+        render(spec(), IMAGE, "https://boot.example", NONCE)
 
 
 def test_normalize_mac() -> None:
@@ -126,10 +130,38 @@ def test_tokens_are_random_and_only_their_hash_is_stored() -> None:
     token = tokens.pop()
     assert re.fullmatch(r"[A-Za-z0-9_-]{43}", token)
     assert token_sha256(token) == hashlib.sha256(token.encode()).hexdigest()
-    data = render(spec(), IMAGE, SERVER)
-    record = host_record(token, data)
-    assert record == {"token_sha256": token_sha256(token), "deploy": data}
+    data = render(spec(), IMAGE, SERVER, NONCE)
+    record = host_record(token, data, "10.90.0.11")
+    assert record == {"token_sha256": token_sha256(token), "address": "10.90.0.11",
+                      "deploy": data}
     assert token not in json.dumps(record)
+    with pytest.raises(ValueError):
+        host_record(token, data, "10.90.0.0/24")  # a token is bound to one address
+
+
+def test_each_deploy_has_its_own_nonce_and_a_bad_one_is_refused() -> None:
+    nonces = {new_nonce() for _ in range(100)}
+    assert len(nonces) == 100
+    assert all(re.fullmatch(r"[0-9a-f]{32}", n) for n in nonces)
+    nonce = nonces.pop()
+    assert render(spec(), IMAGE, SERVER, nonce)["nonce"] == nonce
+    # Anything else (what sed could not carry, too short): refused before any deploy.
+    for bad in ("", "5e" * 15, "5E" * 16, NONCE + "\n", 'x"' + NONCE[2:], None):
+        with pytest.raises(DeployDataError, match="gpu-a01: deploy data field 'nonce'"):
+            render(spec(), IMAGE, SERVER, bad)
+
+
+def test_the_ramdisk_reads_each_field_the_api_sends() -> None:
+    """The deploy data as the API sends it (one line of JSON), read by the ramdisk's own field
+    function: the nonce it writes on the disk is the controller's."""
+    data = render(spec(target_disk="/dev/disk/by-id/wwn-0x5000c500a1b2c3d4"), IMAGE, SERVER,
+                  NONCE)
+    fields = ("host", "nonce", "url", "sha256", "name", "build_id", "target_disk",
+              "target_disk_sysfs", "target_disk_id", "hostname", "address", "gateway")
+    assert _ramdisk_fields(json.dumps(data), fields) == [
+        "gpu-a01", NONCE, IMAGE.url(SERVER), IMAGE.sha256, "debian12", IMAGE.build_id,
+        "/dev/disk/by-id/wwn-0x5000c500a1b2c3d4", "device/wwid", "naa.5000c500a1b2c3d4",
+        "gpu-a01", "10.90.0.11/24", "10.90.0.1"]
 
 
 # Stable disk names: what udev links under /dev/disk/by-id, and the file of /sys/block/<disk>
@@ -161,7 +193,7 @@ def test_the_ramdisk_finds_a_disk_named_by_id(tmp_path, name: str, disk: str) ->
         (tmp_path / "block" / dev).mkdir(parents=True, exist_ok=True)
     identity = disk_identity(name)
     assert identity is not None
-    data = render(spec(target_disk=name), IMAGE, SERVER)
+    data = render(spec(target_disk=name), IMAGE, SERVER, NONCE)
     assert (data["target_disk"], data["target_disk_sysfs"], data["target_disk_id"]) == (
         name, identity.sysfs, identity.value)
     assert _disk_by(tmp_path, identity.sysfs, identity.value) == (0, disk)
@@ -177,13 +209,37 @@ def test_kernel_names_are_used_as_they_are() -> None:
             disk_identity(name)
 
 
-def _disk_by(sysfs: Path, file: str, value: str) -> tuple[int, str]:
-    """The ramdisk's own disk_by function (its init), run against a sysfs tree by the shell
-    the ramdisk has (busybox's, where it is installed; scripts/bootstrap installs it)."""
+def _init_function(name: str) -> str:
+    """One shell function of the ramdisk's init, as its text."""
     init = ramdisk.INIT.read_text()
-    function = re.search(r"^disk_by\(\) \{\n.*?^\}\n", init, re.DOTALL | re.MULTILINE)
-    assert function, "the ramdisk's init has no disk_by function"
-    shell = [str(ramdisk.BUSYBOX), "sh"] if ramdisk.BUSYBOX.exists() else ["sh"]
-    done = subprocess.run([*shell, "-c", f'{function[0]}disk_by "$@"', "sh", str(sysfs), file,
-                           value], capture_output=True, text=True, timeout=10)
+    # One line (`name() { ...; }`), or up to the first line that is `}`.
+    function = re.search(rf"^{name}\(\) \{{([^\n]*\}}|\n.*?^\}})\n", init,
+                         re.DOTALL | re.MULTILINE)
+    assert function, f"the ramdisk's init has no {name} function"
+    return function[0]
+
+
+# The shell the ramdisk has (busybox's, where it is installed; scripts/bootstrap installs it).
+SHELL = [str(ramdisk.BUSYBOX), "sh"] if ramdisk.BUSYBOX.exists() else ["sh"]
+
+
+def _disk_by(sysfs: Path, file: str, value: str) -> tuple[int, str]:
+    """The ramdisk's own disk_by function (its init), run against a sysfs tree."""
+    done = subprocess.run([*SHELL, "-c", f'{_init_function("disk_by")}disk_by "$@"', "sh",
+                           str(sysfs), file, value], capture_output=True, text=True, timeout=10)
     return done.returncode, done.stdout.strip()
+
+
+def _ramdisk_fields(deploy_json: str, names: tuple[str, ...]) -> list[str]:
+    """Each field as the ramdisk's own field function reads it from /tmp/deploy.json (here: a
+    temporary file in its place)."""
+    function = _init_function("field").replace("/tmp/deploy.json", '"$DEPLOY_JSON"')
+    # As the ramdisk takes them: NAME=$(field name).
+    script = f'{function}for name in "$@"; do echo "$(field "$name")"; done'
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as file:
+        file.write(deploy_json)
+        file.flush()
+        done = subprocess.run([*SHELL, "-c", script, "sh", *names], capture_output=True,
+                              text=True, timeout=10, env={"DEPLOY_JSON": file.name},
+                              check=True)
+    return done.stdout.splitlines()

@@ -1,18 +1,23 @@
-"""The image stage's pure parts (src/racklift/pipeline/image.py): what a host needs to be imaged,
-the device type's boot timeout, and DHCP timing on the boot server's clock alone."""
+"""The image stage (src/racklift/pipeline/image.py): its pure parts (what a host needs to be
+imaged, the device type's boot timeout, DHCP timing on the boot server's clock alone, what the
+deployed host shows over SSH), and how the stage ends, with playbooks and BMCs stood in for."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 import emulated
-from racklift.imaging import diskimage
+from racklift.ansible import HostEvent, PlaybookResult
+from racklift.imaging import diskimage, ramdisk
 from racklift.netbox.model import ExpectedHost
 from racklift.pipeline import image as imaging
+from racklift.pipeline.progress import Progress
 
 IMAGE = diskimage.DiskImage(diskimage.IMAGE_NAME, "0123456789abcdef", Path("/x"), "0" * 64, 1, 1,
                             0, True)
@@ -110,7 +115,146 @@ def test_a_malformed_deploy_report_fails_its_host_with_a_bounded_message(report)
     assert why and len(why) < 500
 
 
-@pytest.mark.parametrize("stdout", ["abc\n[1, 2]", "abc\nnull", "abc\n\"x\"", "abc\nnot json"])
+@pytest.mark.parametrize("stdout", ["abc\nn\n[1, 2]", "abc\nn\nnull", "abc\nn\n\"x\"",
+                                    "abc\nn\nnot json", "abc\n{}"])
 def test_an_image_marker_that_is_not_an_object_is_unreadable(stdout):
     with pytest.raises(ValueError):
         imaging.parse_check(stdout)
+
+
+NONCE = "5e" * 16
+MARKER = f'{{"name": "{IMAGE.name}", "build_id": "{IMAGE.build_id}"}}\n'
+
+
+def test_the_check_reads_boot_id_nonce_and_marker_in_their_order() -> None:
+    assert imaging.parse_check(f"{BOOT_ID}\n{NONCE}\n{MARKER}") == imaging.Found(
+        BOOT_ID, NONCE, {"name": IMAGE.name, "build_id": IMAGE.build_id})
+    # No nonce file on the disk: image_check.yml leaves its line empty.
+    assert imaging.parse_check(f"{BOOT_ID}\n\n{MARKER}").nonce == ""
+
+
+def test_this_deploys_disk_passes_the_check() -> None:
+    found = imaging.parse_check(f"{BOOT_ID}\n{NONCE}\n{MARKER}")
+    assert imaging.check_error("gpu-01", IMAGE, NONCE, found, {"old-boot-id"}) is None
+
+
+@pytest.mark.parametrize(("nonce_line", "state"), [
+    ("", "missing"),  # a disk imaged before deploys had nonces, or never by racklift
+    ("0f" * 16, "another deploy's"),  # the disk of an earlier deploy of the same build
+    ("x" * 10**5 + "\x1b]0;owned\x07", "another deploy's")])  # planted: any text, any length
+def test_an_older_disk_of_the_same_image_is_refused_naming_the_host(nonce_line, state) -> None:
+    """Planted: the host reboots (a new boot id) into a disk with the same image marker, which
+    this deploy's ramdisk did not write: all the check had before."""
+    found = imaging.parse_check(f"{BOOT_ID}\n{nonce_line}\n{MARKER}")
+    why = imaging.check_error("gpu-01", IMAGE, NONCE, found, {"old-boot-id"})
+    assert why == (f"gpu-01: the deploy nonce in /etc/racklift/deploy-nonce is {state}: the "
+                   "disk that booted is not the one this deploy's ramdisk wrote (an older disk "
+                   "with the same image, or another machine at its address): check its boot "
+                   "order and its disks")
+
+
+# ---------------------------------------------------------------------------------------------
+# How the stage ends: Ansible and the BMCs stood in for, everything else the stage's own.
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBk2Ay1d3BTrlW9LCzg8p8bEzLxvRgGcXa8W0nUHbJz0 ops@ctl"
+SERVERS = {name: imaging.BootServer(name, address, "10.90.0.0/24")
+           for name, address in (("boot-a", "10.90.0.1"), ("boot-b", "10.90.0.2"))}
+
+
+def _targets() -> list[imaging.Target]:
+    """gpu-01 and gpu-02 boot from boot-a, gpu-03 from boot-b."""
+    return [replace(target(), host=replace(target().host, name=name, primary_ip=f"10.90.0.{n}/24"),
+                    mac=f"02:52:4c:00:00:0{n}", boot_server=server,
+                    hostvars={"racklift_authorized_keys": KEY})
+            for n, (name, server) in enumerate((("gpu-01", "boot-a"), ("gpu-02", "boot-a"),
+                                                ("gpu-03", "boot-b")), 1)]
+
+
+class _Bmc:
+    def __init__(self, host: str, calls: list[tuple[str, ...]]) -> None:
+        self.host, self.calls = host, calls
+
+    def __enter__(self) -> _Bmc:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def network_boot_once(self) -> None:
+        self.calls.append(("network boot", self.host))
+
+    def boot_override(self) -> Any:
+        return SimpleNamespace(target="Pxe", enabled="Once")
+
+    def boot_from_disk(self) -> None:
+        self.calls.append(("disk boot", self.host))
+
+    def power_off(self) -> None:
+        self.calls.append(("power off", self.host))
+
+
+class _Ansible:
+    """Stands in for run_playbook: image_boot.yml sets the boot servers up (their clock from
+    the gathered facts), `failing` raises as a lost controller would, and each call is kept."""
+
+    def __init__(self, failing: str, calls: list[tuple[str, ...]]) -> None:
+        self.failing, self.calls = failing, calls
+        self.tokens: list[str] = []
+        self.release_vars: list[dict[str, Any]] = []
+
+    def __call__(self, name: str, hosts: list[str], settings: Any, env: Any, *,
+                 artifacts: Path, ident: str, extravars: dict[str, Any], on_event: Any,
+                 capture: tuple[str, ...]) -> PlaybookResult:
+        self.calls.append((name, *hosts))
+        if name == "image_boot.yml":
+            served = json.loads(Path(extravars["racklift_image_vars_file"]).read_text())
+            self.tokens += [h["token"] for h in served["boot_server_hosts"]]
+        if name == self.failing:
+            raise RuntimeError(f"{name}: the controller lost its boot server")
+        if name == "image_release.yml":
+            self.release_vars.append(extravars)
+        (server,) = hosts
+        on_event(HostEvent(server, "ok", imaging.FACTS_TASK))
+        facts = {"ansible_facts": {"ansible_date_time": {"epoch": "1796150722"}}}
+        return PlaybookResult(0, ok=frozenset(hosts), captured={server: {imaging.FACTS_TASK:
+                                                                         facts}})
+
+
+@pytest.mark.parametrize("failing", ["image_boot.yml", "image_wait.yml"])
+def test_however_the_stage_ends_no_boot_server_keeps_its_tokens(monkeypatch, tmp_path,
+                                                                 failing) -> None:
+    """The stage ends with an error while a boot server is set up (before any power-on) or
+    while the hosts deploy: the hosts that were powered on boot their disks again, then each
+    boot server, in one Ansible run, drops the deploy scripts and deploy data of its hosts."""
+    calls: list[tuple[str, ...]] = []
+    ansible = _Ansible(failing, calls)
+    targets = _targets()
+    monkeypatch.setattr(imaging, "run_playbook", ansible)
+    monkeypatch.setattr(imaging, "client_for", lambda host, oob_ip, hostvars: _Bmc(host, calls))
+    monkeypatch.setattr(imaging.ramdisk, "build", lambda image: ramdisk.Ramdisk(
+        "0123456789abcdef", tmp_path, "6.1", image.build_id, 1, 0.0, True))
+    monkeypatch.setattr(imaging, "_resolve", lambda run, hosts, image: (targets, SERVERS))
+    monkeypatch.setattr(imaging, "_hostvars", lambda run, live, ident: (live, {}))
+    lines: list[str] = []
+    with pytest.raises(RuntimeError, match="the controller lost its boot server"):
+        imaging.image_hosts(SimpleNamespace(settings=None), [t.host for t in targets], tmp_path,
+                            Progress(lines.append), imaging.ImagingOptions(image=IMAGE))
+
+    released = [c for c in calls if c[0] == "image_release.yml"]
+    if failing == "image_boot.yml":  # boot-a's role run failed: boot-b was never set up
+        assert released == [("image_release.yml", "boot-a")]
+        assert ansible.release_vars == [{"racklift_image_release": [
+            {"name": "gpu-01", "mac": "02:52:4c:00:00:01"},
+            {"name": "gpu-02", "mac": "02:52:4c:00:00:02"}]}]
+        assert not [c for c in calls if c[0] in ("network boot", "disk boot")]
+    else:
+        assert released == [("image_release.yml", "boot-a"), ("image_release.yml", "boot-b")]
+        assert ansible.release_vars[1] == {"racklift_image_release": [
+            {"name": "gpu-03", "mac": "02:52:4c:00:00:03"}]}
+        # After every powered-on host was set to boot its disk (and, not deployed, powered off).
+        first_release = calls.index(released[0])
+        assert {c[1] for c in calls[:first_release] if c[0] == "disk boot"} == \
+            {"gpu-01", "gpu-02", "gpu-03"}
+        assert not [c for c in calls[first_release:] if c[0] in ("disk boot", "power off")]
+    assert ansible.tokens and not [t for t in ansible.tokens
+                                   if t in json.dumps(ansible.release_vars) + "\n".join(lines)]

@@ -156,6 +156,27 @@ def boot_server_wanted_paths(hosts: list[dict[str, Any]], http_root: str,
     return sorted(set(wanted))
 
 
+def boot_server_release_problems(hosts: list[dict[str, Any]]) -> list[str]:
+    """What is wrong with boot_server_release_hosts (tasks/release.yml): their names and MACs
+    become paths, so each must be a plain device name and a MAC."""
+    if not isinstance(hosts, list):
+        return [f"boot_server_release_hosts must be a list of hosts (got a "
+                f"{type(hosts).__name__})"]
+    return [f"boot_server_release_hosts[{index}] must be {{name, mac}} with a lowercase DNS "
+            f"label and a MAC in lowercase with colons (got {host!r})"
+            for index, host in enumerate(hosts)
+            if not isinstance(host, dict) or not NAME.fullmatch(str(host.get("name", "")))
+            or not MAC.fullmatch(str(host.get("mac", "")))]
+
+
+def boot_server_release_paths(hosts: list[dict[str, Any]], http_root: str,
+                              api_data: str) -> list[str]:
+    """Each released host's iPXE script (a deploy script holds its token) and deploy data (the
+    token's hash)."""
+    return sorted({path for h in hosts for path in (f"{http_root}/ipxe/{h['mac']}.ipxe",
+                                                    f"{api_data}/hosts/{h['name']}.json")})
+
+
 def boot_server_subnet_parts(subnet: str) -> dict[str, str]:
     """'10.90.0.0/24' → network and netmask, as dnsmasq's dhcp-range takes them."""
     net = ipaddress.ip_network(subnet, strict=True)
@@ -177,4 +198,6 @@ class FilterModule:
             "boot_server_image_deploys": boot_server_image_deploys,
             "boot_server_installer_files": boot_server_installer_files,
             "boot_server_wanted_paths": boot_server_wanted_paths,
+            "boot_server_release_problems": boot_server_release_problems,
+            "boot_server_release_paths": boot_server_release_paths,
         }

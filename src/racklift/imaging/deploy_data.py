@@ -1,9 +1,12 @@
-"""The deploy data a deploying host fetches (once) from the deploy API, and its one-time token.
+"""The deploy data a deploying host fetches (once) from the deploy API, its one-time token and
+its nonce.
 
-Pure functions: the controller renders each host's deploy data from NetBox's values and the image
-artifact; the boot_server role stores it as hosts/<hostname>.json next to the token's SHA-256
-(host_record). The deploy ramdisk reads it with sed, so every string is checked here to be plain:
-no quotes, backslashes, brackets or line breaks.
+Pure functions: the controller renders each host's deploy data from NetBox's values, the image
+artifact and a new nonce; the boot_server role stores it as hosts/<hostname>.json next to the
+token's SHA-256 and the host's reserved address (host_record). The deploy ramdisk reads it with
+sed, so every string is checked here to be plain: no quotes, backslashes, brackets or line
+breaks. It writes the nonce on the disk it deployed, where the controller's SSH check reads it
+back: a disk that holds this deploy's nonce is the one this deploy wrote.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ DISK_HINT = ("name the whole disk by its udev link /dev/disk/by-id/wwn-0x<WWN> (
 IMAGE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 BUILD_ID_RE = re.compile(r"^[0-9a-f]{8,64}$")
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+NONCE_RE = re.compile(r"^[0-9a-f]{32}$")
 KEY_TYPES = ("ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384",
              "ecdsa-sha2-nistp521", "sk-ssh-ed25519@openssh.com",
              "sk-ecdsa-sha2-nistp256@openssh.com")
@@ -103,6 +107,12 @@ def new_token() -> str:
     return secrets.token_urlsafe(32)
 
 
+def new_nonce() -> str:
+    """A deploy's nonce: 128 random bits as hex. Not a secret (it ends up on the host's disk),
+    but nobody knows it before the deploy, so an older disk cannot hold it."""
+    return secrets.token_hex(16)
+
+
 def token_sha256(token: str) -> str:
     """What the boot server stores instead of the token."""
     return hashlib.sha256(token.encode()).hexdigest()
@@ -121,7 +131,7 @@ def _fail(host: str, field_name: str, problem: str, fix: str) -> DeployDataError
 
 
 def _check(host: str, field_name: str, value: str, pattern: re.Pattern[str], fix: str) -> str:
-    if not isinstance(value, str) or not pattern.match(value):
+    if not isinstance(value, str) or not pattern.fullmatch(value):
         raise _fail(host, field_name, f"is {value!r}", fix)
     return value
 
@@ -189,8 +199,10 @@ def _target_disk(host: str, disk: str) -> dict[str, str | None]:
             "target_disk_id": identity.value if identity else None}
 
 
-def render(spec: HostDeploy, image: ImageArtifact, boot_server_url: str) -> dict[str, Any]:
-    """The deploy data for one host, checked field by field (schema in the boot contract)."""
+def render(spec: HostDeploy, image: ImageArtifact, boot_server_url: str,
+           nonce: str) -> dict[str, Any]:
+    """The deploy data for one host, checked field by field (schema in the boot contract);
+    `nonce`: this deploy's (new_nonce), which the ramdisk writes on the disk."""
     host = spec.host if isinstance(spec.host, str) and spec.host else "<unnamed host>"
     _check(host, "host", spec.host, HOSTNAME_RE,
            "use a lowercase DNS label (letters, digits, '-') as the device name")
@@ -202,6 +214,7 @@ def render(spec: HostDeploy, image: ImageArtifact, boot_server_url: str) -> dict
                     "no TLS; the sha256 check protects the image)")
     return {
         "host": spec.host,
+        "nonce": _check(host, "nonce", nonce, NONCE_RE, "use deploy_data.new_nonce()"),
         "image": {
             "name": _check(host, "image.name", image.name, IMAGE_NAME_RE,
                            "use the image name racklift built (e.g. debian12)"),
@@ -219,6 +232,8 @@ def render(spec: HostDeploy, image: ImageArtifact, boot_server_url: str) -> dict
     }
 
 
-def host_record(token: str, deploy: dict[str, Any]) -> dict[str, Any]:
-    """hosts/<hostname>.json on the boot server: the token's hash, never the token."""
-    return {"token_sha256": token_sha256(token), "deploy": deploy}
+def host_record(token: str, deploy: dict[str, Any], address: str) -> dict[str, Any]:
+    """hosts/<hostname>.json on the boot server: the token's hash, never the token, and the
+    address the deploy API answers it for (the one reserved for the host's MAC)."""
+    return {"token_sha256": token_sha256(token), "address": str(ipaddress.ip_address(address)),
+            "deploy": deploy}

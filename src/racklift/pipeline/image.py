@@ -13,9 +13,9 @@ a timeout per phase and one clear error each; one host's failure never stops the
    From the inventory (playbooks/image_hostvars.yml): BMC port, CA and credentials (vault or
    environment), the SSH key Ansible uses (its .pub is authorized on the deployed host, or the
    host var `racklift_authorized_keys`), and the boot id of a host that already runs.
-2. A one-time token and deploy data per host (racklift.imaging.deploy_data); the boot_server
-   role on the boot server (playbooks/image_boot.yml) with only these hosts deploying, the
-   ramdisk and the image (copied when their checksum differs).
+2. A one-time token, a nonce and deploy data per host (racklift.imaging.deploy_data); the
+   boot_server role on the boot server (playbooks/image_boot.yml) with only these hosts
+   deploying, the ramdisk and the image (copied when their checksum differs).
 3. Redfish: one-time network boot, then power on (or force restart when on).
 4. On the boot server (playbooks/image_wait.yml): the MAC's DHCP request (timeout: the MAC,
    and MACs the boot server ignored), then the ramdisk's report (failure: its phase and reason).
@@ -24,7 +24,11 @@ a timeout per phase and one clear error each; one host's failure never stops the
    into the network: then a power cycle makes the disk boot take effect). Hosts that failed
    after power-on are powered off, so they do not loop through network boots.
 6. SSH (playbooks/image_check.yml, the inventory's connection, the lab's ProxyCommand): a new
-   boot id and the marker (name + build id); NetBox's custom field `racklift_image` records it.
+   boot id, this deploy's nonce on the disk (the ramdisk wrote it: an older disk of the same
+   image has another or none) and the marker (name + build id); NetBox's custom field
+   `racklift_image` records it.
+7. However the stage ends, after step 5: each boot server drops the deploy scripts and deploy
+   data (tokens, their hashes) of the hosts it was given (playbooks/image_release.yml).
 
 Secrets: tokens and the vars file with them, and the host vars file with the BMC credentials,
 live in a 0700 directory outside the run directory, deleted at the end; tokens never appear
@@ -46,7 +50,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from racklift.ansible import HostEvent, PlaybookResult, run_playbook
 from racklift.bmc.redfish import BmcError, client_for
@@ -66,7 +70,8 @@ API_DATA = "/var/lib/racklift/boot"  # boot_server_api_data's default (roles/boo
 WAIT_TASK = "Wait on the boot server"
 FACTS_TASK = "Gathering Facts"  # image_boot.yml's, on the boot server right before power-on
 BOOT_ID_TASK = "Current boot id"
-CHECK_TASK = "Boot id and image marker"
+CHECK_TASK = "Boot id, deploy nonce and image marker"
+NONCE_FILE = "/etc/racklift/deploy-nonce"  # written by the deploy ramdisk (ramdisk/init)
 NETBOX_INVENTORY = REPO_ROOT / "inventory" / "netbox.racklift.yml"
 
 
@@ -282,26 +287,42 @@ def ramdisk_boot_id(report: Mapping[str, Any]) -> str | None:
     return found[1] if found else None
 
 
-def parse_check(stdout: str) -> tuple[str, dict[str, Any]]:
-    """(boot id, marker) from `cat boot_id /etc/racklift/image.json`; ValueError unless the
-    marker is a JSON object."""
-    boot_id, _, marker = stdout.strip().partition("\n")
+class Found(NamedTuple):
+    """What a deployed host showed over SSH (CHECK_TASK)."""
+
+    boot_id: str
+    nonce: str  # NONCE_FILE's content, "" where there is none
+    marker: dict[str, Any]  # /etc/racklift/image.json
+
+
+def parse_check(stdout: str) -> Found:
+    """CHECK_TASK's output: the boot id, the nonce and /etc/racklift/image.json, in this order;
+    ValueError unless the marker is a JSON object."""
+    boot_id, _, rest = stdout.strip().partition("\n")
+    nonce, _, marker = rest.partition("\n")
     found = json.loads(marker)
     if not isinstance(found, dict):
         raise ValueError("the image marker is not a JSON object")
-    return boot_id.strip(), found
+    return Found(boot_id.strip(), nonce.strip(), found)
 
 
-def check_error(image: diskimage.DiskImage, boot_id: str, marker: Mapping[str, Any],
+def check_error(host: str, image: diskimage.DiskImage, nonce: str, found: Found,
                 old_boot_ids: set[str]) -> str | None:
-    if boot_id in old_boot_ids:
-        return (f"SSH answered with boot id {boot_id}, the one from before the deploy: the "
-                "host did not reboot into the new image (check its boot order)")
+    """Why what `host` showed is not this deploy (`nonce`: the one its deploy data carried)."""
+    if found.boot_id in old_boot_ids:
+        return (f"SSH answered with boot id {found.boot_id}, the one from before the deploy: "
+                "the host did not reboot into the new image (check its boot order)")
     want = {"name": image.name, "build_id": image.build_id}
-    got = {k: marker.get(k) for k in want}
+    got = {k: found.marker.get(k) for k in want}
     if got != want:
         return (f"the image marker /etc/racklift/image.json says {got}, not {want}: the host "
                 "booted another disk or image")
+    if found.nonce != nonce:
+        # Neither nonce is shown: the host's is its word (any text, any length).
+        state = "another deploy's" if found.nonce else "missing"
+        return (f"{host}: the deploy nonce in {NONCE_FILE} is {state}: the disk that booted is "
+                "not the one this deploy's ramdisk wrote (an older disk with the same image, or "
+                "another machine at its address): check its boot order and its disks")
     return None
 
 
@@ -348,6 +369,9 @@ class _Run:
         self.started: dict[str, float] = {}  # power-on, per host (monotonic)
         self.clocks: dict[str, BootClock] = {}  # per boot server, read right before power-on
         self.disk_boot_set: set[str] = set()  # hosts whose BMC was told to boot the disk again
+        # Per host given to its boot server (set before the role runs there): its deploy's
+        # nonce, which the SSH check reads back; these hosts' boot servers are released.
+        self.nonces: dict[str, str] = {}
         self.env = with_boot_servers(secrets, options.inventory)
 
     def fail(self, name: str, why: str) -> None:
@@ -442,16 +466,17 @@ def _prepare_boot_servers(run: _Run, targets: list[Target], servers: dict[str, B
         mine = [t for t in run.live(targets) if t.boot_server == name]
         entries = []
         for t in mine:
+            nonce = deploy_data.new_nonce()
             try:
                 spec = deploy_data.HostDeploy(
                     host=t.name, mac=t.mac, address=t.host.primary_ip or "",
                     authorized_keys=authorized_keys(t.name, t.hostvars), target_disk=t.disk)
                 data = deploy_data.render(spec, deploy_data.ImageArtifact(
-                    t.image.name, t.image.build_id, t.image.sha256), server.url)
+                    t.image.name, t.image.build_id, t.image.sha256), server.url, nonce)
             except RackliftError as exc:
                 run.fail(t.name, str(exc))
                 continue
-            tokens[t.name] = deploy_data.new_token()
+            tokens[t.name], run.nonces[t.name] = deploy_data.new_token(), nonce
             entries.append({"name": t.name, "mac": t.mac, "ip": t.host.address,
                             "deploy": True, "method": "image", "token": tokens[t.name],
                             "deploy_data": data})
@@ -575,15 +600,16 @@ def _check(run: _Run, targets: list[Target], old_ids: dict[str, set[str]],
                              f" (timeout {timeout:.0f} s)")
             continue
         try:
-            boot_id, found = parse_check(str(res.get("stdout", "")))
+            found = parse_check(str(res.get("stdout", "")))
         except ValueError:
             run.fail(t.name, "the deployed host has no readable /etc/racklift/image.json")
             continue
-        why = check_error(t.image, boot_id, found, old_ids.get(t.name, set()))
+        why = check_error(t.name, t.image, run.nonces[t.name], found, old_ids.get(t.name, set()))
         if why:
             run.fail(t.name, why)
             continue
-        run.note(t.name, f"answers on SSH with boot id {boot_id} and image {marker}")
+        run.note(t.name, f"answers on SSH with boot id {found.boot_id}, this deploy's nonce and "
+                         f"image {marker}")
         updates.append({"id": t.host.netbox_id, "custom_fields": {IMAGE_FIELD: marker}})
     run.netbox.update("dcim/devices", updates)
 
@@ -601,16 +627,37 @@ def image_hosts(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, progre
         run.errors = {h.name: None for h in hosts}
         targets, servers = _resolve(run, hosts, image)
         targets, boot_ids = _hostvars(run, run.live(targets), ident)
-        tokens = _prepare_boot_servers(run, targets, servers, disk, ident)
-        live = run.live(targets)
         try:
-            _deploy(run, live, tokens, boot_ids, ident)
+            tokens = _prepare_boot_servers(run, targets, servers, disk, ident)
+            _deploy(run, run.live(targets), tokens, boot_ids, ident)
         finally:
             # Whatever ended the stage, an error included, no host is left network-booting:
-            # the disk again, and those not deployed powered off.
-            _disk_boot(run, [t for t in live if t.name in run.started
-                             and t.name not in run.disk_boot_set], set())
+            # the disk again, and those not deployed powered off; then, even if that failed,
+            # no boot server keeps a token of this run.
+            try:
+                _disk_boot(run, [t for t in targets if t.name in run.started
+                                 and t.name not in run.disk_boot_set], set())
+            finally:
+                _release(run, [t for t in targets if t.name in run.nonces], ident)
     return run.errors
+
+
+def _release(run: _Run, targets: list[Target], ident: str) -> None:
+    """Per boot server, one run of playbooks/image_release.yml: the deploy scripts and deploy
+    data of the hosts it was given removed. Where that fails, the operator is told what is
+    left (the hosts' own results stand: their tokens are bound to their addresses)."""
+    for server in sorted({t.boot_server for t in targets}):
+        mine = [t for t in targets if t.boot_server == server]
+        result = run.playbook("image_release.yml", [server], f"image-release-{server}-{ident}",
+                              {"racklift_image_release": [{"name": t.name, "mac": t.mac}
+                                                          for t in mine]})
+        if server in result.failed or server not in result.ok:
+            run.progress.note(
+                f"boot server {server}: the deploy scripts and deploy data of "
+                f"{', '.join(t.name for t in mine)} could not be removed "
+                f"({result.failed.get(server, 'the playbook did not run on it')}): the next "
+                "image run there removes them, or remove ipxe/<mac>.ipxe and "
+                "hosts/<name>.json there by hand")
 
 
 def _deploy(run: _Run, live: list[Target], tokens: dict[str, str],

@@ -141,23 +141,27 @@ def ssh_key(tmp_path_factory) -> Path:
 
 
 def stage_host(server: BootServer, host: str, mac: str, image_url: str,
-               image: diskimage.DiskImage, ssh_key: Path) -> None:
-    """What the controller and the boot_server role do for a host being deployed."""
-    token = deploy_data.new_token()
+               image: diskimage.DiskImage, ssh_key: Path) -> str:
+    """What the controller and the boot_server role do for a host being deployed; the deploy's
+    nonce."""
+    token, nonce = deploy_data.new_token(), deploy_data.new_nonce()
     spec = deploy_data.HostDeploy(
         host=host, mac=mac, address=GUEST_ADDRESS, target_disk="/dev/vda", gateway=GUEST_HOST,
         dns=("10.0.2.3",),
         authorized_keys=(ssh_key.with_suffix(".pub").read_text().strip(),))
     artifact = deploy_data.ImageArtifact(image.name, image.build_id, image.sha256)
-    data = deploy_data.render(spec, artifact, server.http_url)
+    data = deploy_data.render(spec, artifact, server.http_url, nonce)
     data["image"]["url"] = image_url
+    # The token is bound to the host's address: QEMU's user network makes the guest's
+    # connections come from this machine's loopback.
     (server.data / "hosts" / f"{host}.json").write_text(
-        json.dumps(deploy_data.host_record(token, data)))
+        json.dumps(deploy_data.host_record(token, data, "127.0.0.1")))
     kernel = f"{server.http_url}/{ramdisk_path(server)}"
     (server.root / "ipxe" / f"{mac}.ipxe").write_text(
         f"#!ipxe\nkernel {kernel}/vmlinuz "
         f"{ramdisk.kernel_args(server.api_url, token, mac)}\n"
         f"initrd {kernel}/initrd.img\nboot\n")
+    return nonce
 
 
 def ramdisk_path(server: BootServer) -> str:
@@ -287,8 +291,8 @@ def ssh(vm: VM, key: Path, command: str) -> subprocess.CompletedProcess:
 
 def test_deploy_streams_verifies_and_boots_the_image(boot_server, image, vm, ssh_key) -> None:
     host = "vm-deploy-ok"
-    stage_host(boot_server, host, vm.mac, f"{boot_server.http_url}/{image.url_path}", image,
-               ssh_key)
+    nonce = stage_host(boot_server, host, vm.mac, f"{boot_server.http_url}/{image.url_path}",
+                       image, ssh_key)
     started = time.monotonic()
     vm.start()
     report = wait_for("the deploy report", lambda: boot_server.report(host), 420, vm)
@@ -310,6 +314,7 @@ def test_deploy_streams_verifies_and_boots_the_image(boot_server, image, vm, ssh
     assert json.loads(facts["marker"]) == {"name": image.name, "build_id": image.build_id}
     assert json.loads(facts["deployed"]) == {"host": host, "image": image.name,
                                              "build_id": image.build_id}
+    assert facts["nonce"] == nonce  # what the image stage's SSH check reads back
     assert re.fullmatch(r"[0-9a-f-]{36}", facts["boot_id"])
     assert facts["boot_id"] != ramdisk_boot_id
     # The static address from the deploy data, not a DHCP lease (those say "dynamic").
@@ -327,6 +332,7 @@ FACTS = {
     "hostname": "hostname",
     "marker": "cat /etc/racklift/image.json",
     "deployed": "cat /etc/racklift/deploy.json",
+    "nonce": "cat /etc/racklift/deploy-nonce",
     "addresses": "ip -4 -o addr show scope global",
     "host_keys": "ls /etc/ssh/ssh_host_*_key | wc -l",
 }

@@ -197,12 +197,14 @@ def test_new_vm_imaged_while_bmc_and_mac_failures_stay_per_host(netbox, rack, im
         _failed_in_netbox(netbox, vm.name, errors[vm.name])
     # Powered off after its DHCP timeout, so it does not keep network-booting.
     assert vrack.domains(RACK)[swapped_vm.name] == "shut off"
-    # Scripts only for the hosts of this run (by NetBox MAC), none for the unknown NIC; the
-    # imaged host's token is spent.
+    # The stage's end left no deploy script (tokens) and no deploy data (their hashes) on the
+    # boot server; the imaged host's token was spent.
     listing = _ssh(str(RACK.gateway), "ls /srv/racklift/boot/ipxe; echo @; "
+                                      "ls /var/lib/racklift/boot/hosts; echo @; "
                                       "ls /var/lib/racklift/boot/used").stdout.split("@")
-    assert sorted(listing[0].split()) == sorted(f"{v.mac.lower()}.ipxe" for v in rack.vms[:4])
-    assert listing[1].split() == [f"{new_vm.name}.json"]
+    assert listing[0].split() == []
+    assert listing[1].split() == []
+    assert listing[2].split() == [f"{new_vm.name}.json"]
 
 
 def test_reimage_gives_a_new_boot_id_and_a_corrupted_image_is_refused(netbox, rack, image,
@@ -324,11 +326,15 @@ def test_errors_name_what_to_check():
     ok = {"result": "success", "reason": "wrote ...; ramdisk boot id 42b22d99-1681"}
     assert imaging.report_error(target, ok, 1) is None
     assert imaging.ramdisk_boot_id(ok) == "42b22d99-1681"
-    boot_id, marker = imaging.parse_check('b1\n{"name": "debian12", "build_id": '
-                                          '"0123456789abcdef"}\n')
-    assert imaging.check_error(image, boot_id, marker, {"b0"}) is None
-    assert "did not reboot" in imaging.check_error(image, "b0", marker, {"b0"})
-    assert "booted another disk" in imaging.check_error(image, "b1", {"name": "x"}, set())
+    nonce = "5e" * 16
+    found = imaging.parse_check(f'b1\n{nonce}\n{{"name": "debian12", "build_id": '
+                                '"0123456789abcdef"}\n')
+    assert imaging.check_error("gpu-001", image, nonce, found, {"b0"}) is None
+    assert "did not reboot" in imaging.check_error("gpu-001", image, nonce, found, {"b1"})
+    assert "booted another disk" in imaging.check_error(
+        "gpu-001", image, nonce, found._replace(marker={"name": "x"}), set())
+    assert "gpu-001: the deploy nonce" in imaging.check_error("gpu-001", image, "0f" * 16,
+                                                              found, set())
 
 
 def test_authorized_keys_come_from_the_vars_or_ansibles_key(tmp_path):

@@ -35,6 +35,12 @@ COMMANDS = {
     "df.txt": "df -P -B1 / /var 2>/dev/null",
 }
 
+# The most of one output (stdout or stderr) a host sends. A real GPU server's largest
+# (nvidia-smi -q -x of 8 GPUs, lspci -vv, the kernel's ring buffer) are 2 MiB at most; a larger
+# one is not sent, and says so. The controller refuses oversize outputs again: it does not
+# trust a host to have run this file.
+MAX_OUTPUT = 8 * 2**20
+
 SYSFS_GLOBS = (
     "class/infiniband/*/ports/*/state",
     "class/infiniband/*/ports/*/phys_state",
@@ -59,6 +65,9 @@ def run(command):
         rc, out, err = proc.returncode, proc.stdout, proc.stderr
     except subprocess.TimeoutExpired:
         rc, out, err = 124, b"", b"timed out after 120 s"
+    if len(out) > MAX_OUTPUT or len(err) > MAX_OUTPUT:
+        why = "output of {} bytes (stderr {}) is over the collector's limit of {} MiB: not sent"
+        rc, out, err = rc or 1, b"", why.format(len(out), len(err), MAX_OUTPUT // 2**20).encode()
     return {"command": command, "rc": rc, "seconds": round(time.monotonic() - started, 3),
             "stdout": out.decode("utf-8", "replace"), "stderr": err.decode("utf-8", "replace")}
 

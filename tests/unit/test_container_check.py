@@ -140,8 +140,8 @@ def test_a_bundle_without_the_check_lacks_nothing_and_the_check_is_unknown():
     ('{"mirror": "http://m:5000"}', 0, "", "container-check.json: container-check: not "
      "container_check.py's document: no 'image'"),
     ('{"mirror": "m", "image": "i", "command": null, "gpus": false, "steps": []}', 0, "",
-     "container-check.json: container-check: not container_check.py's document: 'NoneType' "
-     "object is not iterable"),
+     "container-check.json: container-check: not container_check.py's document: command is "
+     "not a list"),
 ])
 def test_an_unusable_document_is_unknown_with_why(text, rc, stderr, why):
     got = facts(text, rc, stderr)

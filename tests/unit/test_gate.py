@@ -1,6 +1,7 @@
 """The gate as pure functions: an emulated host's support bundle against its NetBox record.
 Every fault the lab can inject must fail the host with the right field and severity."""
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -123,8 +124,8 @@ def test_adopt_fills_blank_gpu_serials_only():
     facts = from_bundle(emulated.bundle(profile))
     blank = gpu_serials_to_adopt(emulated.expected_host(), facts)
     assert blank == {f"GPU{n}": g.serial for n, g in enumerate(profile.gpus)}
-    recorded = gpu_serials_to_adopt(emulated.expected_host(gpu_serials={0: "1650000000000"}),
-                                    facts)
+    recorded = gpu_serials_to_adopt(
+        emulated.expected_host(gpu_serials={0: profile.gpus[0].serial}), facts)
     assert "GPU0" not in recorded and len(recorded) == 7
 
 
@@ -161,3 +162,92 @@ def test_a_context_that_does_not_parse_never_passes():
     assert {c.name: c.status for c in v.checks}["gpu.fabric_manager"] == health.UNKNOWN
     assert [m.field for m in v.mismatches] == ["config_context.racklift"]
     assert not v.passed
+
+
+# --- issue 16: versions as versions, a missing NIC, slot order, what --adopt takes ----------
+
+@pytest.mark.parametrize(("have", "want", "ok"), [
+    ("24.10-1.1.4.0", "24.10-1.1.4.0", True), ("24.10-1.1.4.0", "24.10", True),
+    ("24.10-1.1.4.0", "24.10*", True), ("24.10-1.1.4.0", "24.10-*", True),
+    ("24.10-1.1.4.0", "24.1", False), ("24.10-1.1.4.0", "24.1*", False),
+    ("1.17.3-1", "1.17.3", True), ("1.17.30-1", "1.17.3", False), ("1.17.3", "1.17.3.1", False),
+    ("2:1.17.3-1", "1.17.3", False), (None, "1.17.3", False)])
+def test_versions_compare_on_component_boundaries(have, want, ok):
+    assert compare.version_matches(have, want) is ok
+
+
+def test_a_package_version_that_only_starts_like_the_wanted_one_fails():
+    host = emulated.expected_host()
+    host = replace(host, config={**host.config, "ofed": {"source": "doca", "version": "24.1*"}})
+    bundle = emulated.bundle(emulated.healthy_profile())
+    packages = Output("doca-ofed\t24.10-1.1.4.0\tii \n")
+    facts = from_bundle(replace(bundle, outputs={**bundle.outputs, "packages.txt": packages}))
+    assert [(m.field, m.observed, m.severity) for m in compare.compare(host, facts)] == [
+        ("software.ofed", "24.10-1.1.4.0", compare.CRITICAL)]
+
+
+@pytest.mark.parametrize("nic", ["eno1", "eno2"])  # the provisioning NIC, the in-band one
+def test_a_missing_in_band_nic_is_critical(nic):
+    bundle = emulated.bundle(emulated.healthy_profile())
+    links = [link for link in json.loads(bundle.outputs["ip-link.json"].stdout)
+             if link["ifname"] != nic]
+    outputs = {**bundle.outputs, "ip-link.json": Output(json.dumps(links))}
+    v = judge(emulated.expected_host(), from_bundle(replace(bundle, outputs=outputs)))
+    assert (f"interfaces.{nic}", compare.CRITICAL) in {(m.field, m.severity)
+                                                       for m in v.mismatches}
+    assert not v.passed
+
+
+def _twelve_gpus():
+    """The emulated host with 12 GPU slots, as NetBox may list them (by name as text: GPU10
+    before GPU2), and the facts of a host whose nvidia-smi lists 12 GPUs in bus order."""
+    host = emulated.expected_host()
+    slot = host.gpus[0]
+    slots = sorted((replace(slot, name=f"GPU{n}") for n in range(12)), key=lambda s: s.name)
+    facts = from_bundle(emulated.bundle(emulated.healthy_profile()))
+    gpus = tuple(replace(facts.nvidia.gpus[0], index=n, serial=f"16500000000{n:02d}")
+                 for n in range(12))
+    facts = replace(facts, nvidia=replace(facts.nvidia, gpus=gpus, attached_gpus=12))
+    return replace(host, gpus=tuple(slots)), facts
+
+
+def test_gpu_slots_are_in_natural_order():
+    host, facts = _twelve_gpus()
+    assert [s.name for s in host.gpus][:4] == ["GPU0", "GPU1", "GPU10", "GPU11"]
+    assert [s.name for s in compare.gpu_slots(host)] == [f"GPU{n}" for n in range(12)]
+    # Slot GPU2 holds the third GPU nvidia-smi lists, not the eleventh.
+    from racklift.verify.adopt import gpu_serials_to_adopt
+    assert gpu_serials_to_adopt(host, facts)["GPU2"] == "1650000000002"
+    recorded = replace(host, gpus=tuple(replace(s, serial="1650000000002") if s.name == "GPU2"
+                                        else s for s in host.gpus))
+    assert compare.compare(recorded, facts) == []
+
+
+def test_adopt_refuses_a_host_that_fails_an_identity_check():
+    from racklift.verify.adopt import gpu_serials_to_adopt
+
+    facts = from_bundle(emulated.bundle(emulated.with_fault("wrong-system-serial")))
+    assert facts.nvidia.gpus[0].serial  # there would be serials to adopt
+    assert [m.field for m in compare.identity(emulated.expected_host(), facts)] == [
+        "system.serial"]
+    assert gpu_serials_to_adopt(emulated.expected_host(), facts) == {}
+    # A GPU serial that differs from NetBox's: the slots may not hold what NetBox says.
+    swapped = from_bundle(emulated.bundle(emulated.with_fault("gpu-serial-changed")))
+    recorded = {n: g.serial for n, g in enumerate(emulated.healthy_profile().gpus) if n == 3}
+    assert gpu_serials_to_adopt(emulated.expected_host(gpu_serials=recorded), swapped) == {}
+    # So does a host whose GPUs are not all there.
+    missing = from_bundle(emulated.bundle(emulated.with_fault("gpu-missing")))
+    assert gpu_serials_to_adopt(emulated.expected_host(), missing) == {}
+
+
+def test_adopt_takes_only_what_looks_like_a_serial():
+    from racklift.verify.adopt import gpu_serials_to_adopt
+
+    facts = from_bundle(emulated.bundle(emulated.healthy_profile()))
+    odd = ("x" * 51, "1650\x00522003820", "ok-serial.1", "../../x", "serial with space")
+    gpus = tuple(replace(g, serial=odd[g.index]) if g.index < len(odd) else g
+                 for g in facts.nvidia.gpus)
+    facts = replace(facts, nvidia=replace(facts.nvidia, gpus=gpus))
+    adopted = gpu_serials_to_adopt(emulated.expected_host(), facts)
+    assert adopted["GPU2"] == "ok-serial.1"
+    assert not {"GPU0", "GPU1", "GPU3", "GPU4"} & set(adopted) and len(adopted) == 4

@@ -3,11 +3,10 @@ host, typed. Judged by racklift.verify.containers."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
-from racklift.facts.parsers import ParseError
+from racklift.facts.parsers import ParseError, load_json
 
 KIND = "container-check"
 # The script's steps, in the order it runs them.
@@ -48,26 +47,55 @@ class ContainerCheck:
 
 
 def parse_container_check(text: str) -> ContainerCheck:
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise ParseError(KIND, f"not JSON ({exc})") from None
+    doc = load_json(text, KIND)
     try:
         return ContainerCheck(
-            mirror=str(doc["mirror"]), image=str(doc["image"]),
-            command=tuple(map(str, doc["command"])), gpus=bool(doc["gpus"]),
-            steps=tuple(_step(raw) for raw in doc["steps"]))
+            mirror=_text(doc["mirror"], "mirror"), image=_text(doc["image"], "image"),
+            command=_command(doc["command"], "command"), gpus=bool(doc["gpus"]),
+            steps=tuple(_step(raw) for raw in _list(doc["steps"], "steps")))
     except KeyError as exc:
-        raise ParseError(KIND, f"not container_check.py's document: no {exc}") from None
+        raise _malformed(f"no {exc}") from None
     except TypeError as exc:
-        raise ParseError(KIND, f"not container_check.py's document: {exc}") from None
+        raise _malformed(str(exc)) from None
 
 
-def _step(raw: dict[str, Any]) -> Step:
-    if raw["step"] not in STEPS:
-        raise ParseError(KIND, f"unknown step {raw['step']!r}")
-    command = raw["command"]
-    return Step(name=raw["step"], ok=bool(raw["ok"]), why=str(raw["why"]),
-                command=tuple(map(str, command)) if command is not None else None,
-                rc=raw["rc"], stdout=str(raw["stdout"]), stderr=str(raw["stderr"]),
-                seconds=float(raw["seconds"]))
+def _malformed(why: str) -> ParseError:
+    return ParseError(KIND, f"not container_check.py's document: {why}")
+
+
+# The host wrote these: each value is held to the type the script writes, so that nothing
+# later (str() of a deep nesting, float() of a 400-digit number, command[0]) can fail on it.
+def _list(value: Any, what: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise _malformed(f"{what} is not a list")
+    return value
+
+
+def _text(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise _malformed(f"{what} is not text")
+    return value
+
+
+def _command(value: Any, what: str) -> tuple[str, ...]:
+    words = _list(value, what)
+    if not words:
+        raise _malformed(f"{what} is empty")
+    return tuple(_text(w, what) for w in words)
+
+
+def _step(raw: Any) -> Step:
+    name = raw["step"]
+    if name not in STEPS:
+        raise ParseError(KIND, f"unknown step {str(name)[:40]!r}")
+    command, rc, seconds = raw["command"], raw["rc"], raw["seconds"]
+    if rc is not None and (type(rc) is not int or not -2**31 <= rc < 2**31):
+        raise _malformed(f"step {name}: rc is not an exit code")
+    # Compared, not float()ed: NaN fails both comparisons, a huge int raises nothing.
+    if type(seconds) not in (int, float) or not 0 <= seconds < 10**9:
+        raise _malformed(f"step {name}: seconds is not a duration")
+    return Step(name=name, ok=bool(raw["ok"]), why=_text(raw["why"], f"step {name} why"),
+                command=_command(command, f"step {name} command") if command is not None
+                else None,
+                rc=rc, stdout=_text(raw["stdout"], f"step {name} stdout"),
+                stderr=_text(raw["stderr"], f"step {name} stderr"), seconds=float(seconds))

@@ -1,12 +1,18 @@
-"""A host's observed facts, assembled from a support bundle by the pure parsers."""
+"""A host's observed facts, assembled from a support bundle by the pure parsers.
+
+Each output is parsed on its own: one the parser says is not its tool's (ParseError) is
+recorded as not collected; any other exception is a parser meeting input it did not foresee (a
+racklift bug, or a hostile host) and becomes a RackliftError naming the output, for the gate to
+fail that host alone.
+"""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from racklift.errors import RackliftError
 from racklift.facts import parsers
 from racklift.facts.bundle import CONTAINER_CHECK, Bundle
 from racklift.facts.container_check import ContainerCheck, parse_container_check
@@ -94,54 +100,108 @@ def _nvidia(bundle: Bundle, missing: list[str]) -> tuple[NvidiaSmiFacts | None, 
             reason = "nvidia-smi is not installed"
         return None, reason
     try:
-        return parsers.parse_nvidia_smi_xml(out.stdout), None
+        return _contained("nvidia-smi-q-x.xml", parsers.parse_nvidia_smi_xml, out.stdout), None
     except parsers.ParseError as exc:
         return None, str(exc)
 
 
-def _nics(link_json: str | None, addr_json: str | None,
+def _ip_entries(text: str, kind: str) -> list[dict[str, Any]]:
+    """``ip -j``'s list of objects, one per interface."""
+    entries = parsers.load_json(text, kind)
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise parsers.ParseError(kind, "not a JSON list of objects")
+    return entries
+
+
+def _ip_field[T](entry: dict[str, Any], key: str, of: type[T], what: str) -> T | None:
+    """``entry[key]`` when absent or of type ``of`` (exactly: a bool is no prefix length)."""
+    value = entry.get(key)
+    if value is None or type(value) is of:
+        return value
+    raise parsers.ParseError(what, f"{key} is {type(value).__name__}, not {of.__name__}")
+
+
+def _ifname(entry: dict[str, Any], what: str) -> str:
+    name = _ip_field(entry, "ifname", str, what)
+    if not name:
+        raise parsers.ParseError(what, "an interface without ifname")
+    return name
+
+
+def _address(info: Any) -> str:
+    """One of ``addr_info``: "10.16.0.11/16"."""
+    if not isinstance(info, dict):
+        raise parsers.ParseError("ip-addr", "an addr_info entry is not an object")
+    local = _ip_field(info, "local", str, "ip-addr")
+    prefix = _ip_field(info, "prefixlen", int, "ip-addr")
+    if local is None or prefix is None:
+        raise parsers.ParseError("ip-addr", "an address without local or prefixlen")
+    return f"{local}/{prefix}"
+
+
+def _addresses(text: str) -> dict[str, tuple[str, ...]]:
+    """``ip -j addr show``: interface -> its addresses with prefix length."""
+    return {_ifname(entry, "ip-addr"): tuple(
+                map(_address, _ip_field(entry, "addr_info", list, "ip-addr") or ()))
+            for entry in _ip_entries(text, "ip-addr")}
+
+
+def _nics(text: str, addresses: dict[str, tuple[str, ...]],
           sysfs: dict[str, str]) -> tuple[NICFacts, ...]:
-    if not link_json:
-        return ()
-    addresses: dict[str, list[str]] = {}
-    for entry in json.loads(addr_json or "[]"):
-        addresses[entry["ifname"]] = [f"{a['local']}/{a['prefixlen']}"
-                                      for a in entry.get("addr_info", [])]
+    """``ip -j link show``, with each NIC's addresses and its speed from sysfs."""
     nics = []
-    for link in json.loads(link_json):
-        name = link["ifname"]
-        if link.get("link_type") != "ether":
+    for link in _ip_entries(text, "ip-link"):
+        name = _ifname(link, "ip-link")
+        if _ip_field(link, "link_type", str, "ip-link") != "ether":
             continue  # loopback, IPoIB and tunnels are not NICs NetBox models by MAC
-        speed = sysfs.get(f"class/net/{name}/speed")
+        speed_file = f"class/net/{name}/speed"
+        # The kernel says -1 for a speed it does not know.
+        speed = parsers.to_int(sysfs.get(speed_file), "sysfs", speed_file)
         nics.append(NICFacts(
-            name=name, mac=(link.get("address") or "").upper() or None,
-            state=link.get("operstate"),
-            speed_mbps=int(speed) if speed and speed.lstrip("-").isdigit() and int(speed) > 0
-            else None,
-            addresses=tuple(addresses.get(name, ()))))
+            name=name, mac=(_ip_field(link, "address", str, "ip-link") or "").upper() or None,
+            state=_ip_field(link, "operstate", str, "ip-link"),
+            speed_mbps=speed if speed and speed > 0 else None,
+            addresses=addresses.get(name, ())))
     return tuple(nics)
 
 
-def _packages(text: str | None) -> dict[str, str]:
+def _packages(text: str) -> dict[str, str]:
     installed = {}
-    for line in (text or "").splitlines():
+    for line in text.splitlines():
         parts = line.split("\t")
         if len(parts) >= 3 and parts[2].startswith("ii"):
             installed[parts[0]] = parts[1]
     return installed
 
 
-def _services(text: str | None) -> dict[str, str]:
-    return dict(line.split("\t", 1) for line in (text or "").splitlines() if "\t" in line)
+def _services(text: str) -> dict[str, str]:
+    return dict(line.split("\t", 1) for line in text.splitlines() if "\t" in line)
 
 
-def _disks(text: str | None) -> tuple[DiskFacts, ...]:
+def _disks(text: str) -> tuple[DiskFacts, ...]:
+    """``df -P -B1``: per mount point, its size and the bytes available, both in bytes."""
     disks = {}
-    for line in (text or "").splitlines()[1:]:
+    for line in text.splitlines()[1:]:
         cols = line.split()
-        if len(cols) >= 6 and cols[1].isdigit():
-            disks[cols[5]] = DiskFacts(cols[5], int(cols[1]), int(cols[3]))
+        if len(cols) < 6:
+            continue
+        size = parsers.to_int(cols[1], "df", f"{cols[5]} size")
+        available = parsers.to_int(cols[3], "df", f"{cols[5]} available")
+        if size is not None and available is not None:
+            disks[cols[5]] = DiskFacts(cols[5], size, available)
     return tuple(disks.values())
+
+
+def _contained[A, T](name: str, parse: Callable[[A], T], data: A) -> T:
+    """``parse(data)``, where ``data`` is the host's output ``name``. ParseError passes as it
+    is; any other exception becomes a RackliftError that names the output."""
+    try:
+        return parse(data)
+    except parsers.ParseError:
+        raise
+    except Exception as exc:
+        raise RackliftError(f"{name} could not be read: {type(exc).__name__}: {exc} (a "
+                            "racklift bug, or output no tool writes)") from exc
 
 
 def _parsed[T](parse: Callable[[str], T], bundle: Bundle, name: str, missing: list[str],
@@ -151,10 +211,20 @@ def _parsed[T](parse: Callable[[str], T], bundle: Bundle, name: str, missing: li
     if text is None:
         return default
     try:
-        return parse(text)
+        return _contained(name, parse, text)
     except parsers.ParseError as exc:
         missing.append(f"{name}: {exc}")
         return default
+
+
+def _sysfs_ports(sysfs: dict[str, str], missing: list[str]) -> list[HCAPortFacts]:
+    """The InfiniBand ports as the kernel shows them under /sys/class/infiniband."""
+    ib = {k: v for k, v in sysfs.items() if k.startswith("class/infiniband/")}
+    try:
+        return _contained("sysfs.json", parsers.parse_sysfs_infiniband, ib)
+    except parsers.ParseError as exc:
+        missing.append(f"sysfs.json: {exc}")
+        return []
 
 
 def from_bundle(bundle: Bundle) -> HostFacts:
@@ -162,10 +232,10 @@ def from_bundle(bundle: Bundle) -> HostFacts:
     nvidia, nvidia_error = _nvidia(bundle, missing)
     pci = _parsed(parsers.parse_lspci, bundle, "lspci.txt", missing, [])
     ports = _parsed(parsers.parse_ibstat, bundle, "ibstat.txt", missing, [])
-    ib_sysfs = {k: v for k, v in bundle.sysfs.items() if k.startswith("class/infiniband/")}
-    if not ports and ib_sysfs:
+    if not ports:
         # No infiniband-diags on the host: the kernel's view is as good for state and rate.
-        ports = parsers.parse_sysfs_infiniband(ib_sysfs)
+        ports = _sysfs_ports(bundle.sysfs, missing)
+    addresses = _parsed(_addresses, bundle, "ip-addr.json", missing, {})
     uname = _text(bundle, "uname.txt", missing)
     return HostFacts(
         host=bundle.host,
@@ -176,13 +246,13 @@ def from_bundle(bundle: Bundle) -> HostFacts:
         pci_gpus=tuple(parsers.nvidia_gpus_on_pci(pci)),
         pci_hcas=tuple(d for d in pci if d.vendor_id == MELLANOX),
         hca_ports=tuple(ports),
-        nics=_nics(_text(bundle, "ip-link.json", missing),
-                   _text(bundle, "ip-addr.json", missing), bundle.sysfs),
+        nics=_parsed(lambda text: _nics(text, addresses, bundle.sysfs), bundle,
+                     "ip-link.json", missing, ()),
         os=_parsed(parsers.parse_os_release, bundle, "os-release.txt", missing, {}),
         kernel=uname.strip() if uname else None,
-        packages=_packages(_text(bundle, "packages.txt", missing)),
-        services=_services(_text(bundle, "services.txt", [])),
-        disks=_disks(_text(bundle, "df.txt", missing)),
+        packages=_parsed(_packages, bundle, "packages.txt", missing, {}),
+        services=_parsed(_services, bundle, "services.txt", [], {}),
+        disks=_parsed(_disks, bundle, "df.txt", missing, ()),
         kernel_events=tuple(_parsed(parsers.parse_dmesg, bundle, "dmesg.txt", missing, [])),
         # Only verify runs the container check: a bundle without it lacks nothing.
         container_check=(_parsed(parse_container_check, bundle, CONTAINER_CHECK, missing, None)

@@ -4,6 +4,11 @@ They run on the controller (never on hosts) and on support bundles offline. Each
 :class:`ParseError` only when its input is not that tool's output at all (an error message
 instead of a report, an empty answer, garbage); output that is merely partial or odd gives
 ``None`` fields. Formats follow real captures, see ``tests/fixtures/real/SOURCES.md``.
+
+Every input is a host's word, and a pool host may be compromised: whatever the text, a parser
+returns facts or raises ParseError, nothing else. So numbers are ASCII digits within 64 bits
+(``to_int``), XML comes without DTD or entities, JSON nesting and regex backtracking are
+bounded.
 """
 
 from __future__ import annotations
@@ -15,6 +20,9 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
+
+from defusedxml import DefusedXmlException
+from defusedxml.ElementTree import fromstring as xml_without_dtd
 
 from racklift.facts.model import (
     CPUFacts,
@@ -29,6 +37,7 @@ from racklift.facts.xid import CRITICAL, WARNING, classify_sxid, classify_xid
 
 __all__ = [
     "ParseError",
+    "load_json",
     "normalize_guid",
     "normalize_pci_address",
     "nvidia_gpus_on_pci",
@@ -44,6 +53,7 @@ __all__ = [
     "parse_nvidia_smi_xml",
     "parse_os_release",
     "parse_sysfs_infiniband",
+    "to_int",
 ]
 
 
@@ -66,7 +76,13 @@ _NA_TOKENS = frozenset({
     "gpu is lost", "gpu requires reset", "no data",
 })
 
-_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
+# ASCII digits only: \d and str.isdigit() also take "٣" and "²", which int() reads or refuses.
+_NUMBER = re.compile(r"[-+]?[0-9]+(?:\.[0-9]+)?")
+# Every count, size, rate, id and timestamp these tools print fits a signed 64-bit integer: a
+# larger number is no tool's output. Refusing it keeps int() off CPython's 4300-digit limit
+# (ValueError), float() off infinity (OverflowError in int() and round()) and facts in JSON.
+_LIMIT = 2**63 - 1
+_LONGEST = 24  # characters of the longest number taken, sign and fraction included
 
 
 def _na(value: str | None) -> str | None:
@@ -78,24 +94,44 @@ def _na(value: str | None) -> str | None:
     return None if bare.lower() in _NA_TOKENS else text
 
 
-def _int(value: str | None) -> int | None:
-    """The leading integer of "81920 MiB", "16x", "27 C", "400 (NDR)"; None if there is none."""
-    text = _na(value)
-    if text is None:
-        return None
-    match = _NUMBER.search(text)
-    if match is None:
-        return None
-    try:
-        return int(float(match.group()))
-    except ValueError:
-        return None
+def _shown(text: str) -> str:
+    """A host's text in a message: quoted, and short."""
+    return repr(text[:40] + "..." if len(text) > 40 else text)
 
 
-def _float(value: str | None) -> float | None:
+def _decimal(digits: str, kind: str, field: str) -> int | float:
+    """A match of _NUMBER as a number; ParseError (naming kind and field) when out of range."""
+    if len(digits) > _LONGEST:
+        value: int | float = float("inf")
+    else:
+        value = float(digits) if "." in digits else int(digits)
+    if not -_LIMIT <= value <= _LIMIT:
+        raise ParseError(kind, f"{field}: {_shown(digits)} is out of range for any {kind} value")
+    return value
+
+
+def to_int(value: str | None, kind: str, field: str) -> int | None:
+    """The leading integer of "81920 MiB", "16x", "27 C", "400 (NDR)", "-1"; None if there is
+    none (N/A, no digits). A number beyond 64 bits raises ParseError naming ``kind`` (the
+    tool) and ``field``: the one conversion every parser uses for a host's numbers."""
     text = _na(value)
     match = _NUMBER.search(text) if text else None
-    return float(match.group()) if match else None
+    return int(_decimal(match.group(), kind, field)) if match else None
+
+
+def _float(value: str | None, kind: str, field: str) -> float | None:
+    text = _na(value)
+    match = _NUMBER.search(text) if text else None
+    return _decimal(match.group(), kind, field) if match else None
+
+
+def load_json(text: str, kind: str) -> Any:
+    """``text`` decoded as JSON, or ParseError: also for nesting deeper than the decoder's
+    recursion (a RecursionError, which is no ValueError) and for numbers past its digit limit."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ParseError(kind, f"not JSON ({str(exc)[:100]})") from None
 
 
 def _yes_no(value: str | None) -> bool | None:
@@ -154,7 +190,11 @@ def _lines(text: str) -> list[str]:
 
 _XML_START = re.compile(r"<\?xml\b|<!DOCTYPE\s+nvidia_smi_log|<nvidia_smi_log\b")
 _XML_END = "</nvidia_smi_log>"
-_DTD = re.compile(r'<!DOCTYPE\s+nvidia_smi_log\s+SYSTEM\s+"([^"]+)"')
+_KIND_XML = "nvidia-smi-xml"
+# The one DTD nvidia-smi writes: a name, no internal subset. It is taken out before parsing
+# (its name kept as the schema), and the parser refuses any other: entities and external
+# references are a hostile host's way to blow up or reach out from the controller.
+_DTD = re.compile(r'<!DOCTYPE\s+nvidia_smi_log\s+SYSTEM\s+"([^"<>]+)"\s*>')
 
 
 def _xml_text(el: ET.Element | None, path: str) -> str | None:
@@ -166,13 +206,17 @@ def _xml_text(el: ET.Element | None, path: str) -> str | None:
     return _na(found.text)
 
 
+def _xml_int(el: ET.Element | None, path: str) -> int | None:
+    return to_int(_xml_text(el, path), _KIND_XML, path)
+
+
 def _split_xml(text: str) -> tuple[str, list[str]]:
     """The XML document, and the lines printed before and after it (warnings, errors)."""
     start = _XML_START.search(text)
     end = text.rfind(_XML_END)
     if start is None or end < start.start():
         first = next((ln.strip() for ln in _lines(text) if ln.strip()), "empty output")
-        raise ParseError("nvidia-smi-xml", f"no <nvidia_smi_log> document: {first[:200]}")
+        raise ParseError(_KIND_XML, f"no <nvidia_smi_log> document: {first[:200]}")
     stop = end + len(_XML_END)
     around = _lines(text[: start.start()]) + _lines(text[stop:])
     return text[start.start() : stop], [ln.strip() for ln in around if ln.strip()]
@@ -195,13 +239,11 @@ def _ecc_counts(gpu: ET.Element, which: str) -> tuple[int | None, int | None]:
     if block is None:
         return None, None
     if block.find("double_bit") is not None or block.find("single_bit") is not None:
-        return (_int(_xml_text(block, "double_bit/total")),
-                _int(_xml_text(block, "single_bit/total")))
-    uncorrected = _sum(_int(_xml_text(block, tag)) for tag in (
+        return _xml_int(block, "double_bit/total"), _xml_int(block, "single_bit/total")
+    uncorrected = _sum(_xml_int(block, tag) for tag in (
         "sram_uncorrectable", "sram_uncorrectable_parity", "sram_uncorrectable_secded",
         "dram_uncorrectable"))
-    corrected = _sum(_int(_xml_text(block, tag)) for tag in ("sram_correctable",
-                                                               "dram_correctable"))
+    corrected = _sum(_xml_int(block, tag) for tag in ("sram_correctable", "dram_correctable"))
     return uncorrected, corrected
 
 
@@ -209,7 +251,7 @@ def _retired_pages(gpu: ET.Element) -> tuple[bool | None, int | None]:
     pages = gpu.find("retired_pages")
     if pages is None:
         return None, None
-    count = _sum(_int(_xml_text(pages, f"{kind}/retired_count"))
+    count = _sum(_xml_int(pages, f"{kind}/retired_count")
                  for kind in ("multiple_single_bit_retirement", "double_bit_retirement"))
     pending = _yes_no(_xml_text(pages, "pending_retirement"))
     if pending is None:  # older drivers only have the "blacklist" spelling
@@ -222,7 +264,7 @@ def _power_draw(gpu: ET.Element) -> float | None:
     # instant_power_draw / average_power_draw.
     for block in ("gpu_power_readings", "power_readings"):
         for tag in ("power_draw", "instant_power_draw", "average_power_draw"):
-            value = _float(_xml_text(gpu, f"{block}/{tag}"))
+            value = _float(_xml_text(gpu, f"{block}/{tag}"), _KIND_XML, f"{block}/{tag}")
             if value is not None:
                 return value
     return None
@@ -255,22 +297,22 @@ def _gpu_facts(index: int, gpu: ET.Element) -> GPUFacts:
         # <remapped_rows>N/A</remapped_rows> before Ampere: every lookup below gives None.
         remapped_rows_pending=_yes_no(_xml_text(gpu, "remapped_rows/remapped_row_pending")),
         remapped_rows_failure=_yes_no(_xml_text(gpu, "remapped_rows/remapped_row_failure")),
-        remapped_rows_uncorrectable=_int(_xml_text(gpu, "remapped_rows/remapped_row_unc")),
-        pcie_gen_current=_int(_xml_text(gpu, f"{link}/pcie_gen/current_link_gen")),
-        pcie_gen_max=_int(_xml_text(gpu, f"{link}/pcie_gen/max_link_gen")),
-        pcie_width_current=_int(_xml_text(gpu, f"{link}/link_widths/current_link_width")),
-        pcie_width_max=_int(_xml_text(gpu, f"{link}/link_widths/max_link_width")),
+        remapped_rows_uncorrectable=_xml_int(gpu, "remapped_rows/remapped_row_unc"),
+        pcie_gen_current=_xml_int(gpu, f"{link}/pcie_gen/current_link_gen"),
+        pcie_gen_max=_xml_int(gpu, f"{link}/pcie_gen/max_link_gen"),
+        pcie_width_current=_xml_int(gpu, f"{link}/link_widths/current_link_width"),
+        pcie_width_max=_xml_int(gpu, f"{link}/link_widths/max_link_width"),
         persistence_mode=_xml_text(gpu, "persistence_mode"),
         mig_mode_current=_xml_text(gpu, "mig_mode/current_mig"),
         mig_devices=len(gpu.findall("mig_devices/mig_device")),
-        memory_total_mib=_int(_xml_text(gpu, "fb_memory_usage/total")),
-        temperature_c=_int(_xml_text(gpu, "temperature/gpu_temp")),
+        memory_total_mib=_xml_int(gpu, "fb_memory_usage/total"),
+        temperature_c=_xml_int(gpu, "temperature/gpu_temp"),
         power_draw_w=_power_draw(gpu),
         ecc_aggregate_corrected=agg_corr,
         product_architecture=_xml_text(gpu, "product_architecture"),
         gpu_part_number=_xml_text(gpu, "gpu_part_number"),
-        module_id=_int(_xml_text(gpu, "gpu_module_id") or _xml_text(gpu,
-                                                                    "platformInfo/module_id")),
+        module_id=to_int(_xml_text(gpu, "gpu_module_id")
+                         or _xml_text(gpu, "platformInfo/module_id"), _KIND_XML, "module_id"),
         pci_device_id=_xml_text(gpu, "pci/pci_device_id"),
         fabric_state=_xml_text(gpu, "fabric/state"),
         fabric_status=_xml_text(gpu, "fabric/status"),
@@ -284,15 +326,19 @@ def parse_nvidia_smi_xml(text: str) -> NvidiaSmiFacts:
     but not listed, and nvidia-smi then prints why after the document (``errors``).
     """
     document, around = _split_xml(text)
-    try:
-        root = ET.fromstring(document)
-    except ET.ParseError as exc:
-        raise ParseError("nvidia-smi-xml", f"malformed XML: {exc}") from exc
-    if root.tag != "nvidia_smi_log":
-        raise ParseError("nvidia-smi-xml", f"root element is <{root.tag}>")
-    gpus = tuple(_gpu_facts(i, gpu) for i, gpu in enumerate(root.findall("gpu")))
-    attached = _int(_xml_text(root, "attached_gpus"))
     dtd = _DTD.search(document)
+    try:
+        root = xml_without_dtd(_DTD.sub("", document, count=1), forbid_dtd=True)
+    except DefusedXmlException as exc:
+        raise ParseError(_KIND_XML, f"refused: {exc} (nvidia-smi writes no such XML)") from None
+    except ET.ParseError as exc:
+        raise ParseError(_KIND_XML, f"malformed XML: {exc}") from None
+    except UnicodeEncodeError:  # a lone surrogate, from a JSON "\ud800" the host sent
+        raise ParseError(_KIND_XML, "not UTF-8 text") from None
+    if root.tag != "nvidia_smi_log":
+        raise ParseError(_KIND_XML, f"root element is <{root.tag[:40]}>")
+    gpus = tuple(_gpu_facts(i, gpu) for i, gpu in enumerate(root.findall("gpu")))
+    attached = _xml_int(root, "attached_gpus")
     return NvidiaSmiFacts(
         driver_version=_xml_text(root, "driver_version"),
         cuda_version=_xml_text(root, "cuda_version"),
@@ -305,15 +351,26 @@ def parse_nvidia_smi_xml(text: str) -> NvidiaSmiFacts:
 
 # --------------------------------------------------------------------------- --query-gpu csv
 
-_UNIT_SUFFIX = re.compile(r"\s*\[[^\]]*\]$")
 _CSV_FAILURES = ("is not a valid field to query", "NVIDIA-SMI has failed", "No devices were found",
                  "Invalid combination of input arguments")
 
 
 def _csv_rows(text: str) -> list[list[str]]:
     rows = [ln for ln in _lines(text) if ln.strip()]
-    # nvidia-smi separates with ", " and never quotes; csv also copes with a stray quote.
-    return [[cell.strip() for cell in row] for row in csv.reader(rows, skipinitialspace=True)]
+    # nvidia-smi separates with ", " and never quotes; csv also copes with a stray quote, and
+    # refuses a cell over its field size limit (csv.Error, which is no ValueError).
+    try:
+        return [[cell.strip() for cell in row] for row in csv.reader(rows, skipinitialspace=True)]
+    except csv.Error as exc:
+        raise ParseError("nvidia-smi-csv", f"not CSV: {exc}") from None
+
+
+def _field_name(header: str) -> str:
+    """"memory.total [MiB]" -> "memory.total". Not a regex: one over a hostile "[[[[..." header
+    backtracks in quadratic time."""
+    if header.endswith("]") and "[" in header:
+        return header[: header.rindex("[")].rstrip()
+    return header
 
 
 def parse_nvidia_smi_csv(
@@ -332,12 +389,12 @@ def parse_nvidia_smi_csv(
     if fields is None:
         if not rows:
             raise ParseError("nvidia-smi-csv", "empty output and no field names given")
-        keys = [_UNIT_SUFFIX.sub("", cell) for cell in rows[0]]
+        keys = [_field_name(cell) for cell in rows[0]]
         rows = rows[1:]
     else:
         keys = [f.strip() for f in fields]
         # A header despite noheader: skip it rather than read it as a GPU.
-        if rows and [_UNIT_SUFFIX.sub("", c) for c in rows[0]] == keys:
+        if rows and [_field_name(c) for c in rows[0]] == keys:
             rows = rows[1:]
     result = []
     for row in rows:
@@ -373,7 +430,8 @@ def _is_vf(ca_type: str | None) -> bool:
         return False
     if "virtual function" in ca_type.lower():
         return True
-    match = re.fullmatch(r"MT(\d+)", ca_type.strip())
+    # A bounded number of ASCII digits: int() takes it as it is, and no longer one is a VF id.
+    match = re.fullmatch(r"MT([0-9]{1,6})", ca_type.strip())
     return bool(match) and int(match.group(1)) in MLX_VF_DEVICE_IDS
 
 
@@ -382,7 +440,7 @@ def _state_name(value: str | None, names: dict[int, str]) -> str | None:
     text = _na(value)
     if text is None:
         return None
-    number = re.search(r"(?:^|\()(\d+)(?:\)|:)", text)
+    number = re.search(r"(?:^|\()([0-9]{1,3})(?:\)|:)", text)  # as in _is_vf
     if number and int(number.group(1)) in names:
         return names[int(number.group(1))]
     return text
@@ -414,7 +472,7 @@ class _PortBuilder:
 
 
 _IBSTAT_CA = re.compile(r"^CA '([^']+)'\s*$")
-_IBSTAT_PORT = re.compile(r"^Port (\d+):\s*$")
+_IBSTAT_PORT = re.compile(r"^Port ([0-9]+):\s*$")
 _IBSTAT_CA_KEYS = {"CA type": "ca_type", "Firmware version": "firmware",
                    "Node GUID": "node_guid"}
 _IBSTAT_PORT_KEYS = {"State": "state", "Physical state": "phys_state",
@@ -438,7 +496,7 @@ def parse_ibstat(text: str, ca: str | None = None) -> list[HCAPortFacts]:
             current_ca, port = {"name": m.group(1)}, None
             continue
         if m := _IBSTAT_PORT.match(line):
-            port = _PortBuilder(current_ca, int(m.group(1)))
+            port = _PortBuilder(current_ca, to_int(m.group(1), "ibstat", "port") or 0)
             ports.append(port)
             continue
         key, sep, value = line.partition(":")
@@ -450,21 +508,22 @@ def parse_ibstat(text: str, ca: str | None = None) -> list[HCAPortFacts]:
         elif port is not None and key in _IBSTAT_PORT_KEYS:
             port.fields[_IBSTAT_PORT_KEYS[key]] = value
         elif port is not None and key == "Rate":
-            port.fields["rate"] = _int(value)
+            port.fields["rate"] = to_int(value, "ibstat", key)
         elif port is not None and key == "Base lid":
-            port.fields["base_lid"] = _int(value)
+            port.fields["base_lid"] = to_int(value, "ibstat", key)
     if not ports and not any(_IBSTAT_CA.match(ln.strip()) for ln in _lines(text)):
         raise ParseError("ibstat", "no \"CA '...'\" or \"Port N:\" lines")
     return [p.build() for p in ports]
 
 
 _WIDTHS = {"1X": 1, "2X": 2, "4X": 4, "8X": 8, "12X": 12}
+_KIND_IBV = "ibv_devinfo"
 
 
 def _ibv_rate(fields: dict[str, str]) -> int | None:
     """``ibv_devinfo -v`` gives lanes and per-lane speed; plain ``ibv_devinfo`` gives neither."""
-    width = re.match(r"\s*(\d+X)", fields.get("active_width", ""))
-    speed = _float(fields.get("active_speed"))
+    width = re.match(r"\s*([0-9]+X)", fields.get("active_width", ""))
+    speed = _float(fields.get("active_speed"), _KIND_IBV, "active_speed")
     if width is None or speed is None or width.group(1) not in _WIDTHS:
         return None
     return round(_WIDTHS[width.group(1)] * speed)
@@ -491,17 +550,17 @@ def parse_ibv_devinfo(text: str) -> list[HCAPortFacts]:
         elif not cas:
             continue
         elif key == "port":
-            ports.append((cas[-1], _int(value) or 0, {}))
+            ports.append((cas[-1], to_int(value, _KIND_IBV, "port") or 0, {}))
         elif ports and ports[-1][0] is cas[-1]:
             ports[-1][2][key] = value
         elif key == "fw_ver":
             cas[-1]["firmware"] = value
         elif key == "node_guid":
             cas[-1]["node_guid"] = value
-        elif key == "vendor_part_id" and value.isdigit():
+        elif key == "vendor_part_id" and re.fullmatch(r"[0-9]+", value):
             cas[-1]["ca_type"] = f"MT{value}"  # what ibstat calls "CA type"
     if not cas:
-        raise ParseError("ibv_devinfo", "no \"hca_id:\" lines")
+        raise ParseError(_KIND_IBV, "no \"hca_id:\" lines")
     result = []
     for ca, number, fields in ports:
         builder = _PortBuilder(ca, number)
@@ -510,15 +569,28 @@ def parse_ibv_devinfo(text: str) -> list[HCAPortFacts]:
             "phys_state": fields.get("phys_state"),
             "link_layer": fields.get("link_layer"),
             "rate": _ibv_rate(fields),
-            "base_lid": _int(fields.get("port_lid")),
+            "base_lid": to_int(fields.get("port_lid"), _KIND_IBV, "port_lid"),
         }
         result.append(builder.build())
     return result
 
 
+_KIND_SYSFS = "sysfs-infiniband"
+
+
 def _sysfs_rate(value: str | None) -> int | None:
     """"400 Gb/sec (4X NDR)" -> 400; "2.5 Gb/sec (1X SDR)" -> 2."""
-    return _int(value)
+    return to_int(value, _KIND_SYSFS, "rate")
+
+
+def _sysfs_lid(value: str | None) -> int | None:
+    """"0x1a" as sysfs prints it (a decimal also reads); a LID has 16 bits."""
+    text = _na(value)
+    if text is None or not text.startswith("0x"):
+        return to_int(text, _KIND_SYSFS, "lid")
+    if not re.fullmatch(r"0x[0-9a-fA-F]{1,4}", text):
+        raise ParseError(_KIND_SYSFS, f"lid: {_shown(text)} is not a 16-bit LID")
+    return int(text, 16)
 
 
 def _gid_to_guid(gid: str | None) -> str | None:
@@ -544,23 +616,23 @@ def parse_sysfs_infiniband(files: Mapping[str, str]) -> list[HCAPortFacts]:
         parts, value = rel.strip("/").split("/"), content.strip()
         if len(parts) == 2:
             cas.setdefault(parts[0], {})[parts[1]] = value
-        elif len(parts) >= 4 and parts[1] == "ports" and parts[2].isdigit():
+        elif len(parts) >= 4 and parts[1] == "ports" and re.fullmatch(r"[0-9]+", parts[2]):
             attr = "/".join(parts[3:])
-            ports.setdefault((parts[0], int(parts[2])), {})[attr] = value
+            number = to_int(parts[2], _KIND_SYSFS, f"{parts[0]} port") or 0
+            ports.setdefault((parts[0], number), {})[attr] = value
     result = []
     for (name, number), attrs in sorted(ports.items()):
         ca_attrs = cas.get(name, {})
         ca = {"name": name, "ca_type": _na(ca_attrs.get("hca_type")),
               "firmware": _na(ca_attrs.get("fw_ver")), "node_guid": ca_attrs.get("node_guid")}
         builder = _PortBuilder(ca, number)
-        lid = _na(attrs.get("lid"))
         builder.fields = {
             "state": attrs.get("state"),
             # "5: LinkUp": the name after the number is already ibstat's.
             "phys_state": (attrs.get("phys_state") or "").partition(":")[2].strip() or None,
             "link_layer": attrs.get("link_layer"),
             "rate": _sysfs_rate(attrs.get("rate")),
-            "base_lid": int(lid, 0) if lid and re.fullmatch(r"0x[0-9a-fA-F]+|\d+", lid) else None,
+            "base_lid": _sysfs_lid(attrs.get("lid")),
             "port_guid": _gid_to_guid(attrs.get("gids/0")),
         }
         result.append(builder.build())
@@ -579,7 +651,7 @@ _DMI_PLACEHOLDERS = frozenset(s.lower() for s in (
     "00000000-0000-0000-0000-000000000000", "FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF",
 ))
 
-_DMI_HANDLE = re.compile(r"^Handle 0x[0-9A-Fa-f]+, DMI type (\d+),")
+_DMI_HANDLE = re.compile(r"^Handle 0x[0-9A-Fa-f]+, DMI type ([0-9]+),")
 _DMI_TITLES = {"BIOS Information": 0, "System Information": 1, "Base Board Information": 2}
 
 
@@ -601,7 +673,7 @@ def _dmi_records(text: str) -> list[tuple[int | None, str, dict[str, str]]]:
             current, pending_type = None, None
             continue
         if m := _DMI_HANDLE.match(line):
-            pending_type, current = int(m.group(1)), None
+            pending_type, current = to_int(m.group(1), "dmidecode", "DMI type"), None
             continue
         indent = len(line) - len(line.lstrip())
         if indent == 0:
@@ -675,14 +747,17 @@ def parse_dmidecode_string(text: str) -> str | None:
 
 # --------------------------------------------------------------------------- lspci
 
+# No lazy or leading \s* next to a run of text these patterns may backtrack over: on a line
+# of a hostile host's spaces such a pattern takes quadratic time. The class name and the text
+# before each suffix are stripped instead.
 _LSPCI_DEVICE = re.compile(
     r"^(?P<addr>(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+"
-    r"(?P<cls>[^:\[\]]+?)(?:\s+\[(?P<clsid>[0-9a-fA-F]{4})\])?:\s+(?P<rest>.*)$"
+    r"(?P<cls>[^:\[\]]+)(?:\[(?P<clsid>[0-9a-fA-F]{4})\])?:\s+(?P<rest>.*)$"
 )
-_PROG_IF = re.compile(r"\s*\(prog-if [0-9a-fA-F]{2}(?: \[[^\]]*\])?\)$")
-_REV = re.compile(r"\s*\(rev ([0-9a-fA-F]{2})\)$")
-_IDS = re.compile(r"\s*\[([0-9a-fA-F]{4}):([0-9a-fA-F]{4})\]$")
-_LINK = re.compile(r"Speed (?P<speed>[\d.]+)GT/s|Width x(?P<width>\d+)")
+_PROG_IF = re.compile(r"\(prog-if [0-9a-fA-F]{2}(?: \[[^\]\[()]*\])?\)$")
+_REV = re.compile(r"\(rev ([0-9a-fA-F]{2})\)$")
+_IDS = re.compile(r"\[([0-9a-fA-F]{4}):([0-9a-fA-F]{4})\]$")
+_LINK = re.compile(r"Speed (?P<speed>[0-9]+(?:\.[0-9]+)?)GT/s|Width x(?P<width>[0-9]+)")
 
 
 def _link(value: str) -> tuple[float | None, int | None]:
@@ -690,17 +765,17 @@ def _link(value: str) -> tuple[float | None, int | None]:
     speed = width = None
     for m in _LINK.finditer(value):
         if m.group("speed"):
-            speed = float(m.group("speed"))
+            speed = _float(m.group("speed"), "lspci", "link speed")
         elif m.group("width"):
-            width = int(m.group("width"))
+            width = to_int(m.group("width"), "lspci", "link width")
     return speed, width
 
 
 def _lspci_head(m: re.Match[str]) -> dict[str, Any]:
-    rest = _PROG_IF.sub("", m.group("rest").strip())
+    rest = _PROG_IF.sub("", m.group("rest").strip()).rstrip()
     revision = None
     if rev := _REV.search(rest):
-        revision, rest = rev.group(1).lower(), rest[: rev.start()]
+        revision, rest = rev.group(1).lower(), rest[: rev.start()].rstrip()
     vendor = device = ""
     if ids := _IDS.search(rest):
         vendor, device, rest = ids.group(1).lower(), ids.group(2).lower(), rest[: ids.start()]
@@ -769,7 +844,7 @@ def nvidia_gpus_on_pci(devices: Iterable[PCIDeviceFacts]) -> list[PCIDeviceFacts
 # Prefixes a kernel log line can carry: dmesg "[ 1234.567890]", dmesg -T
 # "[Sun Feb 23 16:24:18 2025]", syslog "Jan  3 07:39:44 host kernel: [ ...]",
 # journalctl -o short-iso "2024-01-05T06:18:52+0000 host kernel:", dmesg --time-format iso.
-_UPTIME = re.compile(r"^\[\s*(\d+\.\d+)\]\s?")
+_UPTIME = re.compile(r"^\[\s*([0-9]+\.[0-9]+)\]\s?")
 _HUMAN = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]\s?")
 _SYSLOG = re.compile(r"^(\w{3} +\d+ \d\d:\d\d:\d\d) \S+ kernel: ?")
 _ISO = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:[+-]\d\d:?\d\d|Z)?)"
@@ -787,18 +862,18 @@ def _split_prefix(line: str) -> tuple[float | None, str | None, str]:
     if m := _HUMAN.match(rest):
         return None, " ".join(m.group(1).split()), rest[m.end():]
     if m := _UPTIME.match(rest):
-        return float(m.group(1)), wallclock, rest[m.end():]
+        return _decimal(m.group(1), "dmesg", "timestamp"), wallclock, rest[m.end():]
     return None, wallclock, rest
 
 
 # "NVRM: Xid (PCI:0000:9a:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off..."
 # and the older "NVRM: Xid (0000:01:00): 3, ..." and "...: 79, GPU has fallen off the bus."
-_XID = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<dev>[0-9a-fA-F:.]+)\): (?P<code>\d+)"
+_XID = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<dev>[0-9a-fA-F:.]+)\): (?P<code>[0-9]+)"
                   r"(?:, ?(?P<msg>.*))?")
 _XID_PROC = re.compile(r"^pid=(?:'[^']*'|[^,\s]*),\s*(?:name=[^,]*,\s*)?")
 # "nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 20034, Fatal, Link 63 LTSSM Fault Up"
 _SXID = re.compile(r"(?P<sw>nvidia-nvswitch\d*): SXid \((?:PCI:)?(?P<dev>[0-9a-fA-F:.]+)\): "
-                   r"(?P<code>\d+)(?:, ?(?P<msg>.*))?")
+                   r"(?P<code>[0-9]+)(?:, ?(?P<msg>.*))?")
 # "pcieport 0000:00:01.0: AER: Uncorrected (Fatal) error received: 0000:01:00.0"; kernels
 # since 2024 print "AER: Correctable error message received from 0000:09:04.0".
 _AER = re.compile(r"(?P<rep>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): AER: "
@@ -813,7 +888,7 @@ _AER_DETAIL = re.compile(r"(?P<dev>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\
 
 def _xid_event(m: re.Match[str], uptime: float | None, wallclock: str | None,
                line: str) -> KernelEvent:
-    code = int(m.group("code"))
+    code = to_int(m.group("code"), "dmesg", "Xid code")
     info = classify_xid(code)
     message = _XID_PROC.sub("", (m.group("msg") or "").strip()) or info.name
     return KernelEvent(kind="xid", code=code, device=m.group("dev"), message=message,
@@ -823,7 +898,7 @@ def _xid_event(m: re.Match[str], uptime: float | None, wallclock: str | None,
 
 def _sxid_event(m: re.Match[str], uptime: float | None, wallclock: str | None,
                 line: str) -> KernelEvent:
-    code = int(m.group("code"))
+    code = to_int(m.group("code"), "dmesg", "SXid code")
     message = (m.group("msg") or "").strip()
     info = classify_sxid(code, message)
     return KernelEvent(kind="sxid", code=code, device=m.group("dev"), message=message,
@@ -853,9 +928,9 @@ def parse_dmesg(text: str) -> list[KernelEvent]:
     """Xid, SXid and PCIe AER events of a kernel log, in order.
 
     Accepts ``dmesg``, ``dmesg -T``, syslog/journal lines ("Jan  3 07:39:44 host kernel:")
-    and bare messages. Any text is a kernel log, so this never raises: unrelated text has no
-    events. AER detail lines ("PCIe Bus Error: ...", "[14] CmpltTO") become ``notes`` of
-    the event they follow.
+    and bare messages. Any text is a kernel log: unrelated text has no events; only a number no
+    kernel prints (an Xid code or a timestamp beyond 64 bits) raises ParseError. AER detail
+    lines ("PCIe Bus Error: ...", "[14] CmpltTO") become ``notes`` of the event they follow.
     """
     events: list[KernelEvent] = []
     for raw in _lines(text):
@@ -904,25 +979,40 @@ def parse_os_release(text: str) -> dict[str, str]:
     return result
 
 
-def _lscpu_fields(entries: list[Any]) -> dict[str, str]:
-    """Flatten lscpu's JSON: util-linux >= 2.39 nests fields under "children"."""
+def _lscpu_entries(value: Any) -> list[dict[str, Any]]:
+    if not isinstance(value, list) or not all(isinstance(e, dict) for e in value):
+        raise ParseError("lscpu", "not the JSON of lscpu -J: fields are not a list of objects")
+    return value
+
+
+def _lscpu_text(entry: dict[str, Any], key: str) -> str:
+    value = entry.get(key)
+    if isinstance(value, list | dict):  # str() of a host's nesting may recurse too deep
+        raise ParseError("lscpu", f"not the JSON of lscpu -J: a {key} is not a value")
+    return "" if value is None else str(value)
+
+
+def _lscpu_fields(entries: Any) -> dict[str, str]:
+    """Flatten lscpu's JSON: util-linux >= 2.39 nests fields under "children". In document
+    order, the last of a name wins; a loop, not recursion: a host nests as deep as it likes."""
     fields: dict[str, str] = {}
-    for entry in entries:
-        fields[str(entry.get("field", "")).rstrip(":")] = str(entry.get("data") or "")
-        fields.update(_lscpu_fields(entry.get("children") or []))
+    pending = _lscpu_entries(entries)[::-1]
+    while pending:
+        entry = pending.pop()
+        fields[_lscpu_text(entry, "field").rstrip(":")] = _lscpu_text(entry, "data")
+        pending.extend(reversed(_lscpu_entries(entry.get("children") or [])))
     return fields
 
 
 def parse_lscpu_json(text: str) -> CPUFacts:
-    """``lscpu -J``: CPU model and topology."""
-    try:
-        fields = _lscpu_fields(json.loads(text)["lscpu"])
-    except (ValueError, KeyError, TypeError, AttributeError):
-        raise ParseError("lscpu", "not the JSON of lscpu -J") from None
+    """``lscpu -J``: CPU model and topology. A count lscpu leaves out ("-" on Arm) is None."""
+    document = load_json(text, "lscpu")
+    if not isinstance(document, dict) or "lscpu" not in document:
+        raise ParseError("lscpu", "not the JSON of lscpu -J: no \"lscpu\" list")
+    fields = _lscpu_fields(document["lscpu"])
 
     def number(key: str) -> int | None:
-        value = fields.get(key, "")
-        return int(value) if value.isdigit() else None
+        return to_int(fields.get(key), "lscpu", key)
 
     return CPUFacts(model=fields.get("Model name") or None, sockets=number("Socket(s)"),
                     cores_per_socket=number("Core(s) per socket"), threads=number("CPU(s)"))
@@ -932,7 +1022,8 @@ def parse_meminfo(text: str) -> int | None:
     """``/proc/meminfo``: MemTotal in MiB."""
     for line in _lines(text):
         if line.startswith("MemTotal:"):
-            parts = line.split()
-            if len(parts) >= 2 and parts[1].isdigit():
-                return int(parts[1]) // 1024
+            kib = to_int(line.removeprefix("MemTotal:"), "meminfo", "MemTotal")
+            if kib is None:
+                raise ParseError("meminfo", f"MemTotal: no number in {_shown(line)}")
+            return kib // 1024
     raise ParseError("meminfo", "no MemTotal line")

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from racklift.facts.host import HostFacts
-from racklift.netbox.model import ExpectedHost
+from racklift.natural import natural_key
+from racklift.netbox.model import ExpectedGPU, ExpectedHost
 
 CRITICAL = "critical"
 WARNING = "warning"
@@ -39,9 +40,37 @@ def _same(a: str | None, b: str | None) -> bool:
     return (a or "").strip().casefold() == (b or "").strip().casefold()
 
 
+# What separates the components of a Debian version ("24.10-1.1.4.0", "1:2.3+dfsg~rc1").
+_VERSION_SEPARATORS = ".-+~:"
+
+
+def version_matches(have: str | None, want: str) -> bool:
+    """Whether installed version ``have`` is ``want``, or ``want`` made more precise: compared
+    on component boundaries, so "24.10" and "24.10*" match "24.10-1.1.4.0" but "24.1" never
+    matches "24.10". A trailing '*' (an apt pattern's "any rest") says the same as none."""
+    prefix = want.removesuffix("*")
+    if have is None or not prefix or not have.startswith(prefix):
+        return False
+    rest = have[len(prefix):]
+    return not rest or prefix[-1] in _VERSION_SEPARATORS or rest[0] in _VERSION_SEPARATORS
+
+
+def gpu_slots(expected: ExpectedHost) -> list[ExpectedGPU]:
+    """The device type's GPU slots in natural order of their names (GPU2 before GPU10): slot n
+    holds the n-th GPU nvidia-smi lists, in PCI bus order."""
+    return sorted(expected.gpus, key=lambda slot: natural_key(slot.name))
+
+
 def compare(expected: ExpectedHost, facts: HostFacts) -> list[Mismatch]:
     return [*_identity(expected, facts), *_gpus(expected, facts), *_hcas(expected, facts),
             *_interfaces(expected, facts), *_software(expected, facts)]
+
+
+def identity(expected: ExpectedHost, facts: HostFacts) -> list[Mismatch]:
+    """The critical mismatches that say the host may not be the machine NetBox records, or its
+    GPUs not the ones in the slots NetBox records: nothing observed on it is worth adopting."""
+    return [m for m in (*_identity(expected, facts), *_gpus(expected, facts))
+            if m.severity == CRITICAL]
 
 
 def _identity(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
@@ -79,13 +108,14 @@ def _gpus(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
         yield Mismatch("gpus.count", want, len(seen), CRITICAL,
                        "GPUs missing (fallen off the bus, or not seated): check `nvidia-smi`, "
                        "the kernel log for Xid 79, reseat or RMA")
-    for slot, gpu in zip(expected.gpus, seen, strict=False):
+    slots = gpu_slots(expected)
+    for slot, gpu in zip(slots, seen, strict=False):
         if not _same(gpu.name, slot.part_id):
             yield Mismatch(f"gpus[{gpu.index}].model", slot.part_id, gpu.name, CRITICAL,
                            "a different GPU model than the device type's: fix the device "
                            "type in NetBox or the hardware")
     by_index = {g.index: g for g in seen}
-    for number, slot in enumerate(expected.gpus):
+    for number, slot in enumerate(slots):
         gpu = by_index.get(number)
         if slot.serial and gpu is not None and not _same(gpu.serial, slot.serial):
             yield Mismatch(f"gpus[{number}].serial", slot.serial, gpu.serial, CRITICAL,
@@ -126,7 +156,9 @@ def _interfaces(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
                                CRITICAL, f"{iface.name}'s MAC is on {where}: NIC names or "
                                "cables are swapped")
             else:
-                yield Mismatch(f"interfaces.{iface.name}", "present", "absent", WARNING,
+                # Every interface checked here is in band (provisioning or data): without it
+                # the host is not reachable, or not the host NetBox describes.
+                yield Mismatch(f"interfaces.{iface.name}", "present", "absent", CRITICAL,
                                f"no interface {iface.name} on the host: check the NIC and "
                                "its name (udev), or the NetBox interface")
             continue
@@ -162,8 +194,7 @@ def _software(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
         if not want:
             continue  # not managed for this host
         have = next((facts.packages[p] for p in packages if p in facts.packages), None)
-        # An apt version pattern's '*' stands for any rest.
-        if have is None or not have.startswith(want.rstrip("*")):
+        if not version_matches(have, want):
             yield Mismatch(f"software.{key}", want, have, CRITICAL,
                            f"install {key.replace('_', ' ')} {want} (its role), or correct "
                            "the config context")

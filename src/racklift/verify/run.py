@@ -1,5 +1,11 @@
 """verify, end to end: select hosts in NetBox, collect their facts into a support bundle,
-compare and check on the controller, record the verdicts."""
+compare and check on the controller, record the verdicts.
+
+What a host sends is its word, and a pool host may be compromised: from its collector's output
+to its verdict, nothing it sent may end the run for the other hosts. Each host's document is
+read by `host_bundle` and judged by `judge_bundle`, which turn any failure into that host's
+error, naming it.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from racklift.ansible import HostEvent, run_playbook
+from racklift.errors import RackliftError
 from racklift.facts import bundle as bundles
-from racklift.facts.host import from_bundle
+from racklift.facts.host import HostFacts, from_bundle
 from racklift.netbox.client import NetBox
 from racklift.netbox.model import ExpectedHost
 from racklift.netbox.reader import Selection, read_hosts
@@ -45,6 +52,59 @@ def new_run_dir(kind: str) -> Path:
 
 COLLECT_TASK = "Run the collector on the host"
 CONTAINER_CHECK_TASK = "Run the container check on the host"
+# The most of a collector's document that is decoded. The collector sends 8 MiB of each output
+# at most (playbooks/files/collect.py), a real host's document is a few MiB; a larger one is
+# refused before json.loads makes many times its size in objects.
+MAX_DOCUMENT = 128 * 2**20
+
+
+def host_bundle(host: str, stdout: Any,
+                container_check: Mapping[str, Any] | None = None) -> bundles.Bundle | str:
+    """The host's bundle from its collector's stdout, with the container check's task result
+    where it ran; or why there is none (naming the host). Never raises: all of it is the
+    host's word."""
+    text = stdout if isinstance(stdout, str) else ""
+    if len(text) > MAX_DOCUMENT:
+        return (f"{host}: the collector's output is {len(text) // 2**20} MiB, over racklift's "
+                f"limit of {MAX_DOCUMENT // 2**20} MiB: refused, not read")
+    try:
+        document = json.loads(text)
+        # A "\ud800" escape decodes to a lone surrogate, which no file or parser takes as text.
+        json.dumps(document, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return f"{host}: the collector's output holds text that is not UTF-8 (a lone surrogate)"
+    except (ValueError, RecursionError):
+        return f"{host}: the collector's output is not JSON: {text[:200]}"
+    outputs = document.setdefault("outputs", {}) if isinstance(document, dict) else None
+    # It ran when it has stdout (a skipped task has none); a document whose outputs are not an
+    # object is refused below all the same.
+    if container_check is not None and "stdout" in container_check and isinstance(outputs, dict):
+        outputs[bundles.CONTAINER_CHECK] = {
+            "command": " ".join(map(str, container_check.get("cmd") or []))[:200],
+            "rc": container_check.get("rc", 0), "stdout": container_check.get("stdout", ""),
+            "stderr": container_check.get("stderr", "")}
+    try:
+        return bundles.from_collector(host, document)
+    except RackliftError as exc:  # it names the host and what was wrong
+        return str(exc)
+    except Exception as exc:
+        return f"{host}: the collector's document could not be read: {type(exc).__name__}: {exc}"
+
+
+def judge_bundle(expected: ExpectedHost,
+                 bundle: bundles.Bundle) -> tuple[HostVerdict, HostFacts | None]:
+    """The host's verdict from its bundle, and its facts (None when they could not be judged).
+    Never raises: an exception fails this host alone, with an error naming it and, where a
+    parser failed, the output."""
+    try:
+        facts = from_bundle(bundle)
+        return judge(expected, facts), facts
+    except Exception as exc:
+        # racklift's own errors are written for the operator (host.py's names the output);
+        # anything else is a racklift bug meeting the host's data, told by its type.
+        why = str(exc) if isinstance(exc, RackliftError) else f"{type(exc).__name__}: {exc}"
+        error = f"{expected.name}: its facts could not be judged: {why}"
+        return not_verified(expected, error), None
 
 
 def collect(netbox: NetBox, hosts: list[ExpectedHost], bundle_dir: Path, *,
@@ -67,19 +127,11 @@ def collect(netbox: NetBox, hosts: list[ExpectedHost], bundle_dir: Path, *,
         if host.name in result.failed or res is None:
             out[host.name] = result.failed.get(host.name, "no facts came back")
             continue
-        try:
-            document = json.loads(res.get("stdout") or "")
-        except ValueError:
-            out[host.name] = "the collector's output is not JSON: " + str(res.get("stdout"))[:200]
-            continue
-        checked = result.captured.get(host.name, {}).get(CONTAINER_CHECK_TASK)
-        if checked is not None and "stdout" in checked:  # it ran (a skip has no stdout)
-            document.setdefault("outputs", {})[bundles.CONTAINER_CHECK] = {
-                "command": " ".join(checked.get("cmd") or [])[:200], "rc": checked.get("rc", 0),
-                "stdout": checked.get("stdout", ""), "stderr": checked.get("stderr", "")}
-        bundle = bundles.from_collector(host.name, document)
-        bundles.write(bundle, bundle_dir)
-        out[host.name] = bundle
+        got = host_bundle(host.name, res.get("stdout"),
+                          result.captured.get(host.name, {}).get(CONTAINER_CHECK_TASK))
+        if isinstance(got, bundles.Bundle):
+            bundles.write(got, bundle_dir)
+        out[host.name] = got
     return out
 
 
@@ -110,9 +162,10 @@ def gate(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *, write: boo
         if host.status not in VERIFIED:
             verdicts.append(skipped(host))
         elif isinstance(got, bundles.Bundle):
-            facts = from_bundle(got)
-            observed.append((host, facts))
-            verdicts.append(judge(host, facts))
+            verdict, facts = judge_bundle(host, got)
+            verdicts.append(verdict)
+            if facts is not None:
+                observed.append((host, facts))
         else:
             verdicts.append(not_verified(host, got))
     if write and adopt_serials:

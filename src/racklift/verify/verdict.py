@@ -92,6 +92,17 @@ def skipped(expected: ExpectedHost) -> HostVerdict:
                                "verified")
 
 
+# A journal line quotes what hosts said, which may be any characters at any length; NetBox
+# refuses a NUL (PostgreSQL cannot store one), and record() writes all hosts' entries in one
+# request: one host's text must not fail them all.
+JOURNAL_LINE = 1000
+
+
+def _journal_line(line: str) -> str:
+    text = "".join(c if c.isprintable() else "\ufffd" for c in line[:JOURNAL_LINE])
+    return text + " [...]" if len(line) > JOURNAL_LINE else text
+
+
 def journal_text(verdict: HostVerdict) -> str:
     if verdict.passed:
         lines = [f"{JOURNAL_HEADER}: passed: the host matches NetBox and is healthy."]
@@ -99,7 +110,7 @@ def journal_text(verdict: HostVerdict) -> str:
     else:
         lines = [f"{JOURNAL_HEADER}: failed: {len(verdict.failures)} problem(s)."]
         lines += [f"- {f}" for f in verdict.failures]
-    return "\n".join(lines)
+    return "\n".join(map(_journal_line, lines))
 
 
 def target_status(verdict: HostVerdict) -> str:

@@ -116,3 +116,20 @@ def test_host_names(name, ok):
 def test_components_are_one_file_name(text, safe):
     assert names.component(text) == safe
     assert "/" not in safe and not safe.startswith(".")
+
+
+def test_one_unreadable_bundle_leaves_the_others_shown(tmp_path):
+    import subprocess
+
+    from helpers import BIN
+
+    good = bundle.write(emulated.bundle(emulated.healthy_profile()), tmp_path)
+    bad = tmp_path / "gpu-99"
+    bad.mkdir()
+    (bad / "commands.json").write_text("{not json")
+    result = subprocess.run([str(BIN / "racklift"), "facts", "--from", str(tmp_path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    shown = {entry["host"]: entry for entry in json.loads(result.stdout)}
+    assert "facts" in shown[good.name] and "gpu-99" in shown
+    assert "commands.json: not valid JSON" in shown["gpu-99"]["error"]

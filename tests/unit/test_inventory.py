@@ -183,3 +183,10 @@ def test_graphql_devices_and_addresses_are_shaped_as_rest_returns_them():
                                         "assigned_object_id": 41}
     assert _rest_shaped_ip({"id": 4, "address": "10.0.0.1/24", "assigned_object": {}}) is None
     assert _rest_shaped_ip({"id": 5, "address": "10.0.0.2/24", "assigned_object": None}) is None
+
+
+def test_gpu_slots_are_in_natural_order():
+    from racklift.netbox.reader import gpu_templates
+
+    slots = [{"name": f"GPU{i}", "role": {"slug": "gpu"}} for i in (10, 2, 0, 1)]
+    assert [t["name"] for t in gpu_templates(slots)] == ["GPU0", "GPU1", "GPU2", "GPU10"]

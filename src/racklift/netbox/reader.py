@@ -21,6 +21,7 @@ from typing import Any
 
 from racklift import names
 from racklift.errors import NetBoxError
+from racklift.natural import natural_key
 from racklift.netbox import desired
 from racklift.netbox.client import NetBox
 from racklift.netbox.model import (
@@ -401,7 +402,7 @@ def record_fields(device: Json) -> dict[str, Any]:
 
 def gpu_templates(item_templates: Iterable[Json]) -> list[Json]:
     return sorted((t for t in item_templates if _slug(t.get("role")) == GPU_ROLE),
-                  key=lambda t: t["name"])
+                  key=lambda t: natural_key(t["name"]))
 
 
 def with_problems[H: (ExpectedHost, InventoryHost)](host: H, device_type: Json,

@@ -55,6 +55,7 @@ from typing import Any, NamedTuple
 from racklift.ansible import HostEvent, PlaybookResult, run_playbook
 from racklift.bmc.redfish import BmcError, client_for
 from racklift.errors import RackliftError
+from racklift.facts.parsers import ParseError, load_json
 from racklift.imaging import deploy_data, diskimage, ramdisk
 from racklift.names import HOSTNAME_HINT, is_hostname
 from racklift.netbox.client import NetBox
@@ -300,7 +301,10 @@ def parse_check(stdout: str) -> Found:
     ValueError unless the marker is a JSON object."""
     boot_id, _, rest = stdout.strip().partition("\n")
     nonce, _, marker = rest.partition("\n")
-    found = json.loads(marker)
+    try:
+        found = load_json(marker, "image marker")
+    except ParseError as exc:
+        raise ValueError(str(exc)) from None
     if not isinstance(found, dict):
         raise ValueError("the image marker is not a JSON object")
     return Found(boot_id.strip(), nonce.strip(), found)

@@ -16,6 +16,7 @@ from racklift.facts import bundle as bundles
 from racklift.facts import parsers
 from racklift.facts.host import from_bundle
 from racklift.names import is_hostname
+from racklift.netbox.model import ExpectedHost
 from racklift.netbox.reader import read_hosts
 from racklift.tasks.common import SELECTION_HELP, connect, operator_errors, selection
 from racklift.verify import report
@@ -102,23 +103,35 @@ def _host_dirs(path: Path) -> list[Path]:
 def facts_(c, from_, compare=False):
     """The facts in a support bundle, as JSON; with --compare, the gate's verdict too."""
     with operator_errors():
-        hosts = [bundles.read(d) for d in _host_dirs(Path(from_))]
-        if not hosts:
+        directories = _host_dirs(Path(from_))
+        if not directories:
             raise RackliftError(f"no host bundles in {from_}")
-        out = []
         expected = {}
         if compare:
-            chosen = selection(host=",".join(b.host for b in hosts))
+            chosen = selection(host=",".join(d.name for d in directories))
             expected = {h.name: h for h in read_hosts(connect(), chosen)}
-        for bundle in hosts:
-            facts = from_bundle(bundle)
-            entry: dict[str, Any] = {"host": bundle.host, "facts": facts.to_dict()}
-            if compare:
-                if bundle.host not in expected:
-                    raise RackliftError(f"{bundle.host} is not in NetBox")
-                entry["verdict"] = judge(expected[bundle.host], facts).to_dict()
-            out.append(entry)
+        # One bundle that cannot be read is that host's error; the others are still shown.
+        out = [_bundle_entry(d, expected if compare else None) for d in directories]
     print_json(out if len(out) > 1 else out[0])
+    if any("error" in entry for entry in out):
+        raise Exit(code=1)
+
+
+def _bundle_entry(directory: Path,
+                  expected: dict[str, ExpectedHost] | None) -> dict[str, Any]:
+    """A host's facts (and verdict against `expected`), or why there are none."""
+    try:
+        bundle = bundles.read(directory)
+        facts = from_bundle(bundle)
+    except RackliftError as exc:
+        return {"host": directory.name, "error": str(exc)}
+    entry: dict[str, Any] = {"host": bundle.host, "facts": facts.to_dict()}
+    if expected is not None:
+        if bundle.host in expected:
+            entry["verdict"] = judge(expected[bundle.host], facts).to_dict()
+        else:
+            entry["error"] = f"{bundle.host} is not in NetBox"
+    return entry
 
 
 @task(help={**SELECTION_HELP, "to": "directory for the bundles (default runs/<time>-bundle)"})

@@ -5,10 +5,12 @@ from invoke import task
 from racklift.tasks import namespace
 
 
-@task(help={"k": "only tests matching this expression", "x": "stop at the first failure"})
-def test(c, k=None, x=False):
-    """Run the test suite (starts its own NetBox on port 18001)."""
-    args = [".venv/bin/pytest"]
+@task(help={"k": "only tests matching this expression", "x": "stop at the first failure",
+            "unit": "the pure tier only (tests/unit: no NetBox, containers or VMs; under a "
+                    "minute)"})
+def test(c, k=None, x=False, unit=False):
+    """Run the test suite (starts its own NetBox on port 18001), slowest tests listed last."""
+    args = [".venv/bin/pytest", "tests/unit"] if unit else [".venv/bin/pytest", "--durations=30"]
     if k:
         args += ["-k", repr(k)]
     if x:

@@ -10,6 +10,7 @@ import pytest
 from racklift.imaging import diskimage
 from racklift.lab import hosts, seed
 from racklift.netbox.desired import (
+    FIELD_PREFIX,
     DesiredState,
     Hardware,
     Invalid,
@@ -66,8 +67,8 @@ def test_an_empty_context_is_racklifts_defaults() -> None:
     ("ofed.source", "mlnx_ofed"),
     ("ofed.version", "24.10-1.1.4.0"),
     ("ofed.version", "2.9.1-*"),
-    ("ofed.repo_url", "https://linux.mellanox.com/public/repo/doca/2.9.1/debian12.5/x86_64/"),
     ("ofed.repo_key_url", "https://linux.mellanox.com/public/repo/doca/GPG-KEY-Mellanox.pub"),
+    ("ofed.repo_key_fingerprint", "0123456789ABCDEF0123456789ABCDEF01234567"),
     ("ofed.hca_firmware_version", "28.39.1002"),
     ("container_toolkit.version", "1.17.4"),
     ("registry_mirror.url", "https://registry-mirror.lab.racklift.test:5000"),
@@ -115,6 +116,10 @@ def test_each_key_overrides_its_default_alone(path: str, value: Any) -> None:
     ("ofed.repo_url", "https://[trusted=yes]mirror/", "https URL"),
     ("ofed.repo_key_url", "mirror/key.pub", "https URL"),
     ("ofed.repo_key_url", "http://mirror/key.pub", "https URL"),
+    ("ofed.repo_key_fingerprint", "0123456789abcdef0123456789abcdef01234567", "upper-case hex"),
+    ("ofed.repo_key_fingerprint", "0123 4567 89AB CDEF 0123 4567 89AB CDEF 0123 4567",
+     "upper-case hex"),
+    ("ofed.repo_key_fingerprint", "0123456789ABCDEF0123456789ABCDEF0123456", "upper-case hex"),
     ("ofed.version", "24.10\nPin: release *", "apt version"),
     ("ofed.hca_firmware_version", "28.39", "ibv_devinfo"),
     ("container_toolkit.version", "1.17.3-1", "toolkit version"),
@@ -198,7 +203,7 @@ def test_the_roles_part_is_plain_data_with_fabric_manager_resolved() -> None:
         "nvidia_driver": {"branch": "550", "version": None, "kernel_modules": "open",
                           "fabricmanager": True},
         "ofed": {"source": "inbox", "version": None, "repo_url": None, "repo_key_url": None,
-                 "hca_firmware_version": None},
+                 "repo_key_fingerprint": None, "hca_firmware_version": None},
         "container_toolkit": {"version": "1.17.3"},
         "registry_mirror": {"url": "https://m:5",
                             "check_image": "nvidia/cuda:12.4.1-base-ubuntu22.04",
@@ -233,3 +238,20 @@ def test_the_gpu_container_check_is_data_checked_before_use() -> None:
     assert [p.field for p in problems] == [
         "config_context.racklift.registry_mirror.check_image",
         "config_context.racklift.registry_mirror.check_command"]
+
+
+DOCA = {"repo_url": "https://linux.mellanox.com/public/repo/doca/2.9.1/debian12.5/x86_64/",
+        "repo_key_url": "https://linux.mellanox.com/public/repo/doca/GPG-KEY-Mellanox.pub",
+        "repo_key_fingerprint": "0123456789ABCDEF0123456789ABCDEF01234567"}
+
+
+def test_a_repository_from_netbox_comes_with_its_key_pinned() -> None:
+    state = parse({"ofed": {"source": "doca", **DOCA}})
+    assert isinstance(state, DesiredState)
+    assert state.ofed.repo_key_fingerprint == DOCA["repo_key_fingerprint"]
+    # Planted: an editor points OFED at a repository of theirs, with its key but no pin.
+    for missing in ("repo_key_fingerprint", "repo_key_url"):
+        unpinned = {k: v for k, v in DOCA.items() if k != missing}
+        problems = parse({"ofed": {"source": "doca", **unpinned}})
+        assert [p.field for p in problems] == [f"{FIELD_PREFIX}.ofed.repo_key_fingerprint"]
+        assert "signing key pinned" in problems[0].message

@@ -27,7 +27,7 @@ DEFAULTS = {
     "container_runtime_toolkit_enabled": True, "container_runtime_toolkit_version": "1.17.3-1",
     "container_runtime_registry_mirrors": {},
     "ofed_source": "inbox", "ofed_version": "", "ofed_repo_url": "", "ofed_repo_key_url": "",
-    "ofed_hca_firmware_version": "",
+    "ofed_repo_key_fingerprint": "", "ofed_hca_firmware_version": "",
 }
 # Host → its config context, and the role variables that differ from DEFAULTS.
 CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {

@@ -58,7 +58,7 @@ def test_host_vars_hold_the_desired_state_the_roles_read_with_defaults():
         "nvidia_driver": {"branch": "550", "version": "550.127.08", "kernel_modules": "open",
                           "fabricmanager": True},
         "ofed": {"source": "inbox", "version": None, "repo_url": None, "repo_key_url": None,
-                 "hca_firmware_version": None},
+                 "repo_key_fingerprint": None, "hca_firmware_version": None},
         "container_toolkit": {"version": "1.17.3"},
         "registry_mirror": {"url": None,
                             "check_image": "nvidia/cuda:12.4.1-base-ubuntu22.04",

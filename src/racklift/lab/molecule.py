@@ -36,6 +36,8 @@ def environment(role: str, scenario: str = "default") -> dict[str, str]:
             # Container names are per role, so scenarios of different roles can run at once.
             "RACKLIFT_MOLECULE_INSTANCE": f"molecule-{role.replace('_', '-')}",
             "RACKLIFT_STANDIN_REPO": str(repo),
+            # What a scenario pins the stand-in's key to (the key is made per machine).
+            "RACKLIFT_STANDIN_FINGERPRINT": standin_repo.fingerprint(),
             # Molecule calls ansible-* by name: the ones beside this Python.
             "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
             "ANSIBLE_FORCE_COLOR": "false", "PY_COLORS": "0"}

@@ -199,6 +199,12 @@ def build(spec: Path) -> Path:
     return out
 
 
+def fingerprint() -> str:
+    """The stand-in signing key's fingerprint, as gpg reports it (what a role pins)."""
+    listing = _run("gpg", "--with-colons", "--list-keys", KEY_NAME, env=_gnupg_env()).decode()
+    return next(line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:"))
+
+
 def empty() -> Path:
     """An empty directory to mount where a scenario has no stand-in repository."""
     path = cache_dir() / "standin-repos" / "empty"

@@ -106,6 +106,10 @@ class Ofed:
         URL, "the vendor's apt repository as an https URL, or null", nullable=True))
     repo_key_url: str | None = setting(None, text(
         URL, "the repository's signing key as an https URL, or null", nullable=True))
+    # Required with repo_url: the key is installed only when it is this one (apt_vendor).
+    repo_key_fingerprint: str | None = setting(None, text(
+        r"[0-9A-F]{40}|[0-9A-F]{64}", "the signing key's fingerprint as the vendor publishes "
+        "it, 40 (or 64) upper-case hex digits without spaces, or null", nullable=True))
     # None: the HCA firmware is not checked.
     hca_firmware_version: str | None = setting(None, text(
         r"[0-9]+\.[0-9]+\.[0-9]+", "the firmware version as ibv_devinfo prints it, e.g. "
@@ -195,6 +199,11 @@ def read(context: Any) -> tuple[DesiredState, list[Invalid]]:
         problems.append(Invalid(f"{FIELD_PREFIX}.nvidia_driver.version", (
             f"{version} is not a version of branch {state.nvidia_driver.branch}: set the "
             "branch and the version together")))
+    ofed = state.ofed
+    if ofed.repo_url and not (ofed.repo_key_url and ofed.repo_key_fingerprint):
+        problems.append(Invalid(f"{FIELD_PREFIX}.ofed.repo_key_fingerprint", (
+            "a repository from NetBox needs its signing key pinned: set repo_key_url and "
+            "repo_key_fingerprint (the fingerprint the vendor publishes) with repo_url")))
     return state, problems
 
 

@@ -1,7 +1,7 @@
-"""The OS disk image (src/racklift/imaging/diskimage.py), built for real: its recipe cache, what
-is inside it (read without mounting: sgdisk, debugfs and mtools on the image file), and that
-UEFI firmware (OVMF under QEMU TCG) boots it into its kernel. BIOS boot is proven end to end by
-test_deploy_ramdisk.py, whose deployed VM boots this image through SeaBIOS."""
+"""The OS disk image (src/racklift/imaging/diskimage.py), built for real: its recipe cache and
+what is inside it (read without mounting: sgdisk, debugfs and mtools on the image file). Booting
+it is proven end to end where it is deployed: through SeaBIOS in test_deploy_ramdisk.py, and
+through UEFI firmware (OVMF) on the virtual rack's VMs in test_imaging.py."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from racklift.imaging import diskimage
 from racklift.paths import cache_dir
 
 MIB = 1024 * 1024
-OVMF = Path("/usr/share/ovmf/OVMF.fd")
 
 
 @pytest.fixture(scope="module")
@@ -118,28 +117,3 @@ def test_root_filesystem_contents(raw, image) -> None:
                     "/usr/lib/systemd/systemd", "/usr/bin/growpart", "/usr/sbin/sgdisk"):
         assert "Inode:" in subprocess.run(["debugfs", "-R", f"stat {program}", _root(raw)],
                                           capture_output=True, text=True).stdout, program
-
-
-def test_uefi_firmware_boots_it(raw, tmp_path) -> None:
-    """OVMF -> ESP's GRUB -> grub.cfg on the root filesystem -> the image's kernel."""
-    console = tmp_path / "console.log"
-    started = time.monotonic()
-    vm = subprocess.Popen(
-        ["qemu-system-x86_64", "-machine", "pc,accel=tcg", "-m", "512", "-bios", str(OVMF),
-         "-nographic", "-monitor", "none", "-serial", f"file:{console}", "-net", "none",
-         "-drive", f"file={raw},format=raw,if=virtio,snapshot=on"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = started + 180
-        text = ""
-        while time.monotonic() < deadline and vm.poll() is None:
-            text = console.read_text(errors="replace") if console.exists() else ""
-            if "Linux version" in text:
-                break
-            time.sleep(1)
-        assert "Linux version" in text, f"no kernel under UEFI; console:\n{text[-2000:]}"
-        assert "Booting `racklift debian12" in text
-        print(f"\n[uefi] OVMF to the image's kernel in {time.monotonic() - started:.0f} s")
-    finally:
-        vm.kill()
-        vm.wait(10)

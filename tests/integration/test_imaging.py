@@ -211,8 +211,8 @@ def test_reimage_gives_a_new_boot_id_and_a_corrupted_image_is_refused(netbox, ra
                                                                        tokens, runs, tmp_path):
     """vm 1 is re-imaged; vm 4 (its NIC fixed) is given a corrupted copy of the image with the
     real one's expected checksum: its first 8 MiB, as a transfer cut short would leave it (short,
-    so the test does not stream a second image; test_deploy_ramdisk covers a whole image that
-    unpacks cleanly and only its checksum tells)."""
+    so the test does not stream a second image: the ramdisk refuses any stream whose sha256 is
+    not the image's, which is all this shows)."""
     imaged_vm, corrupt_vm = rack.vms[0], rack.vms[3]
     before, _, _ = _state(imaged_vm.address)
     corrupt = tmp_path / "image"

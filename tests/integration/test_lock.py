@@ -21,7 +21,7 @@ from racklift.pipeline.state import STAGE_FIELD
 ALICE = lock.Owner("alice", "ctl01.example", 4242)
 BOB = lock.Owner("bob", "ctl02.example", 77)
 WORKERS = 6  # controllers racing for the same hosts
-TRIALS = 20
+TRIALS = 10
 
 
 @pytest.fixture(scope="module")

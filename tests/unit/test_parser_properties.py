@@ -28,6 +28,7 @@ from racklift.facts import bundle as bundles
 from racklift.facts import parsers
 from racklift.facts.container_check import parse_container_check
 from racklift.facts.host import from_bundle
+from racklift.tasks.verify import PARSERS as PARSE_KINDS
 from racklift.verify import run as verify_run
 from racklift.verify.verdict import journal_text, judge
 
@@ -38,13 +39,7 @@ PROPERTY = settings(max_examples=50, deadline=None, derandomize=True, database=N
 
 # Every text parser: `racklift parse`'s kinds, and those from_bundle uses besides.
 TEXT_PARSERS: dict[str, Callable[[str], Any]] = {
-    "nvidia-smi-xml": parsers.parse_nvidia_smi_xml,
-    "nvidia-smi-csv": parsers.parse_nvidia_smi_csv,
-    "ibstat": parsers.parse_ibstat,
-    "ibv-devinfo": parsers.parse_ibv_devinfo,
-    "dmidecode": parsers.parse_dmidecode,
-    "lspci": parsers.parse_lspci,
-    "dmesg": parsers.parse_dmesg,
+    **PARSE_KINDS,
     "lscpu": parsers.parse_lscpu_json,
     "meminfo": parsers.parse_meminfo,
     "os-release": parsers.parse_os_release,

@@ -1,0 +1,52 @@
+"""Parsers for what racklift collects from GPU hosts: pure functions, text in, facts out, one
+module per tool.
+
+They run on the controller (never on hosts) and on support bundles offline. Each one raises
+:class:`ParseError` only when its input is not that tool's output at all (an error message
+instead of a report, an empty answer, garbage); output that is merely partial or odd gives
+``None`` fields. Formats follow real captures, see ``tests/fixtures/real/SOURCES.md``.
+
+Every input is a host's word, and a pool host may be compromised: whatever the text, a parser
+returns facts or raises ParseError, nothing else. So numbers are ASCII digits within 64 bits
+(``to_int``), XML comes without DTD or entities, JSON nesting and regex backtracking are
+bounded.
+"""
+
+from racklift.facts.parsers.common import (
+    ParseError,
+    load_json,
+    normalize_guid,
+    normalize_pci_address,
+    to_int,
+)
+from racklift.facts.parsers.dmidecode import parse_dmidecode, parse_dmidecode_string
+from racklift.facts.parsers.infiniband import (
+    parse_ibstat,
+    parse_ibv_devinfo,
+    parse_sysfs_infiniband,
+)
+from racklift.facts.parsers.kernel_log import parse_dmesg
+from racklift.facts.parsers.lspci import nvidia_gpus_on_pci, parse_lspci
+from racklift.facts.parsers.nvidia_smi import parse_nvidia_smi_csv, parse_nvidia_smi_xml
+from racklift.facts.parsers.system import parse_lscpu_json, parse_meminfo, parse_os_release
+
+__all__ = [
+    "ParseError",
+    "load_json",
+    "normalize_guid",
+    "normalize_pci_address",
+    "nvidia_gpus_on_pci",
+    "parse_dmesg",
+    "parse_dmidecode",
+    "parse_dmidecode_string",
+    "parse_ibstat",
+    "parse_ibv_devinfo",
+    "parse_lscpu_json",
+    "parse_lspci",
+    "parse_meminfo",
+    "parse_nvidia_smi_csv",
+    "parse_nvidia_smi_xml",
+    "parse_os_release",
+    "parse_sysfs_infiniband",
+    "to_int",
+]

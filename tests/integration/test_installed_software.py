@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import planned_lab
-from racklift.lab import podman
+from racklift import podman
 from racklift.netbox.model import CONTEXT_KEY
 from racklift.netbox.reader import Selection
 from racklift.pipeline.model import FAILED, JOINED

@@ -1,7 +1,7 @@
 """The OS disk image that racklift deploys: Debian 12 from debootstrap, bootable by BIOS and UEFI,
 built without mounting anything.
 
-The root filesystem is the lab's cached debootstrap base (racklift.lab.podman) with the image's
+The root filesystem is racklift's cached debootstrap base (racklift.podman) with the image's
 packages installed by `podman build`, exported to a directory. The disk is assembled in a plain
 file: GPT by sgdisk, ext4 by `mkfs.ext4 -d ROOTFS -E offset=...`, an ESP made by mkfs.vfat +
 mtools, and GRUB (core.img with an embedded config) written into the BIOS boot partition and the
@@ -24,8 +24,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from racklift import podman
 from racklift.errors import RackliftError
-from racklift.lab import podman
 from racklift.paths import cache_dir
 
 IMAGE_NAME = "debian12"

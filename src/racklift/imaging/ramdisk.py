@@ -21,9 +21,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from racklift import podman
 from racklift.imaging import diskimage
 from racklift.imaging.diskimage import ImageBuildError
-from racklift.lab import podman
 from racklift.paths import cache_dir
 
 HERE = Path(__file__).resolve().parent / "ramdisk"

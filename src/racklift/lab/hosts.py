@@ -17,8 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from racklift import podman
 from racklift.errors import LabError
-from racklift.lab import podman, seed, standin_repo
+from racklift.lab import images, seed, standin_repo
 from racklift.netbox.bootstrap import TAG_LAB, TAG_LAB_HOST
 from racklift.netbox.client import NetBox
 from racklift.paths import state_dir
@@ -204,7 +205,7 @@ def up(netbox: NetBox, count: int, rack: str = "L01", site: str = "lab1",
        net: LabNet = LAB) -> UpResult:
     started = time.monotonic()
     wanted = plan(count, rack, site, net)
-    image = podman.node_image()
+    image = images.node_image()
     key = ssh_key()
     standin = standin_repo.build(STANDIN_PACKAGES)
     _ensure_network(net)

@@ -11,8 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from racklift import podman
 from racklift.errors import LabError
-from racklift.lab import podman, standin_repo
+from racklift.lab import images, standin_repo
 from racklift.paths import REPO_ROOT
 
 ROLES = REPO_ROOT / "roles"
@@ -32,7 +33,7 @@ def environment(role: str, scenario: str = "default") -> dict[str, str]:
     spec = role_dir / "molecule" / scenario / "standin-packages.yml"
     repo = standin_repo.build(spec) if spec.exists() else standin_repo.empty()
     bindir = Path(sys.executable).parent
-    return {**podman.env(), "RACKLIFT_LAB_IMAGE": podman.host_image(),
+    return {**podman.env(), "RACKLIFT_LAB_IMAGE": images.host_image(),
             # Container names are per role, so scenarios of different roles can run at once.
             "RACKLIFT_MOLECULE_INSTANCE": f"molecule-{role.replace('_', '-')}",
             "RACKLIFT_STANDIN_REPO": str(repo),

@@ -24,8 +24,9 @@ from typing import Any
 
 import yaml
 
+from racklift import podman
 from racklift.errors import LabError
-from racklift.lab import hosts, podman
+from racklift.lab import hosts, images
 from racklift.paths import REPO_ROOT
 
 CONTAINERFILE = Path(__file__).resolve().parent / "image" / "Containerfile.registry"
@@ -56,7 +57,7 @@ class MirrorLab:
 def tools_image() -> str:
     """The lab host image with Distribution, skopeo and busybox-static installed (once per
     recipe)."""
-    return podman.derived_image(TOOLS_REPO, podman.host_image(), CONTAINERFILE)
+    return podman.derived_image(TOOLS_REPO, images.host_image(), CONTAINERFILE)
 
 
 def up(lab: MirrorLab, roles: Sequence[str], memory: str = "512m") -> dict[str, str]:

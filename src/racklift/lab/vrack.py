@@ -64,10 +64,11 @@ from xml.sax.saxutils import escape
 
 import requests
 
+from racklift import podman
 from racklift.ansible import run_playbook
 from racklift.errors import LabError
 from racklift.imaging import diskimage
-from racklift.lab import hosts, hwemu, podman, seed, standin_repo, vrack_uplink
+from racklift.lab import hosts, hwemu, images, seed, standin_repo, vrack_uplink
 from racklift.netbox.bootstrap import ROLE_GPU_SERVER, TAG_LAB, bootstrap
 from racklift.netbox.client import NetBox, NetBoxSettings
 from racklift.netbox.model import CONTEXT_KEY, GPU_ROLE
@@ -716,7 +717,7 @@ def _ensure_boot_server(rack: Vrack) -> bool:
                        "ro=true",
             "--mount", f"type=bind,src={apt_conf},dst=/etc/apt/apt.conf.d/01racklift-uplink,"
                        "ro=true",
-            "--memory", "512m", podman.host_image())
+            "--memory", "512m", images.host_image())
         created = True
     _wait(f"SSH of the boot server {name} at {rack.gateway}",
           lambda: ssh_answers(rack, str(rack.gateway)), 120, f"see `podman logs {name}`")

@@ -1,7 +1,7 @@
-"""podman for the lab and Molecule: racklift's own containers.conf, and the lab host image
-built locally (no registry is reachable): debootstrap → podman import → podman build.
-
-Images are tagged with a hash of their recipe, so they are rebuilt only when it changes.
+"""podman as racklift runs it: its own containers.conf (nothing under /etc changes), and images
+built locally without a registry (debootstrap → podman import → podman build), tagged with a
+hash of their recipe so they are rebuilt only when it changes. The disk image's root filesystem
+starts here; the lab's host images (racklift.lab.images) build on the same base.
 """
 
 from __future__ import annotations
@@ -15,18 +15,19 @@ import tempfile
 import time
 from pathlib import Path
 
-from racklift.errors import LabError
+from racklift.errors import RackliftError
 from racklift.paths import cache_dir
 
 HERE = Path(__file__).resolve().parent
 CONTAINERS_CONF = HERE / "containers.conf"
-CONTAINERFILE = HERE / "image" / "Containerfile"
 
 DEBIAN_SUITE = "bookworm"
 DEBIAN_MIRROR = os.environ.get("RACKLIFT_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 BASE_REPO = "localhost/racklift-debian12-base"
-HOST_REPO = "localhost/racklift-lab-host"
-NODE_REPO = "localhost/racklift-lab-node"
+
+
+class PodmanError(RackliftError):
+    """podman or debootstrap is missing or failed; the message says which and why."""
 
 
 def env() -> dict[str, str]:
@@ -37,12 +38,12 @@ def env() -> dict[str, str]:
 def podman(*args: str, check: bool = True, stdin: bytes | None = None,
            timeout: float | None = 300) -> str:
     if not shutil.which("podman"):
-        raise LabError("podman not found: install the Debian packages podman, runc, netavark "
+        raise PodmanError("podman not found: install the Debian packages podman, runc, netavark "
                        "(scripts/bootstrap does it)")
     result = subprocess.run(["podman", *args], env=env(), input=stdin, capture_output=True,
                             timeout=timeout)
     if check and result.returncode != 0:
-        raise LabError(f"podman {' '.join(args[:3])}: "
+        raise PodmanError(f"podman {' '.join(args[:3])}: "
                        f"{result.stderr.decode(errors='replace').strip()[-800:]}")
     return result.stdout.decode(errors="replace")
 
@@ -70,7 +71,7 @@ def base_image() -> str:
     if image_exists(ref):
         return ref
     if not shutil.which("debootstrap"):
-        raise LabError("debootstrap not found: install the Debian package debootstrap")
+        raise PodmanError("debootstrap not found: install the Debian package debootstrap")
     started = time.monotonic()
     work = cache_dir() / "images"
     work.mkdir(parents=True, exist_ok=True)
@@ -80,7 +81,7 @@ def base_image() -> str:
             ["debootstrap", "--variant=minbase", DEBIAN_SUITE, str(rootfs), DEBIAN_MIRROR],
             capture_output=True, text=True)
         if result.returncode != 0:
-            raise LabError(f"debootstrap {DEBIAN_SUITE} from {DEBIAN_MIRROR} failed: "
+            raise PodmanError(f"debootstrap {DEBIAN_SUITE} from {DEBIAN_MIRROR} failed: "
                            f"{result.stdout[-600:]}{result.stderr[-600:]}")
         tar = subprocess.run(["tar", "-C", str(rootfs), "-c", "."], capture_output=True,
                              check=True)
@@ -101,12 +102,3 @@ def derived_image(repo: str, base: str, containerfile: Path) -> str:
     _say(f"built {ref} in {time.monotonic() - started:.0f} s")
     return ref
 
-
-def host_image() -> str:
-    """The lab host image: systemd, sshd, python3, sudo on the base image."""
-    return derived_image(HOST_REPO, base_image(), CONTAINERFILE)
-
-
-def node_image() -> str:
-    """The lab rack's hosts: the host image with the node roles' Debian packages on it."""
-    return derived_image(NODE_REPO, host_image(), HERE / "image" / "Containerfile.node")

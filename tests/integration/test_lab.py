@@ -11,8 +11,9 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from helpers import BIN, REPO, TEST_NET
+from racklift import podman
 from racklift.ansible import run_playbook
-from racklift.lab import hardware, hosts, podman, seed
+from racklift.lab import hardware, hosts, seed
 from racklift.lab import rack as lab_rack
 from racklift.netbox.reader import Selection, read_hosts
 

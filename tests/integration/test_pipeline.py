@@ -20,7 +20,8 @@ import pytest
 
 from helpers import BIN, REPO, planned_lab
 from helpers import TEST_NET as NET
-from racklift.lab import hardware, netbox_server, podman
+from racklift import podman
+from racklift.lab import hardware, netbox_server
 from racklift.lab import rack as lab_rack
 from racklift.lab.slurm import SlurmLab
 from racklift.lab.slurm import down as slurm_down

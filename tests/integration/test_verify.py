@@ -13,8 +13,9 @@ import pytest
 
 from helpers import BIN, FIXTURES, REPO
 from helpers import TEST_NET as NET
+from racklift import podman
 from racklift.ansible import run_playbook
-from racklift.lab import hardware, hwemu, podman
+from racklift.lab import hardware, hwemu
 from racklift.lab import rack as lab_rack
 from racklift.netbox.reader import Selection, read_hosts
 from racklift.pipeline.state import STAGE_FIELD

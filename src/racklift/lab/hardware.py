@@ -9,9 +9,10 @@ import subprocess
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from racklift import podman
 from racklift.ansible import run_playbook
 from racklift.errors import LabError
-from racklift.lab import hwemu, podman, seed
+from racklift.lab import hwemu, seed
 from racklift.lab.hosts import LAB, LabNet, observed_identity, profiles_dir
 from racklift.netbox.client import NetBoxSettings
 

@@ -7,7 +7,8 @@ import re
 import time
 from dataclasses import dataclass
 
-from racklift.lab import hardware, hosts, podman, seed
+from racklift import podman
+from racklift.lab import hardware, hosts, seed
 from racklift.netbox.bootstrap import TAG_LAB
 from racklift.netbox.client import NetBox
 from racklift.pipeline.state import STAGE_FIELD, Transition, apply

@@ -16,8 +16,7 @@ import yaml
 
 from helpers import BIN, REPO
 from racklift.errors import LabError
-from racklift.lab import hosts, vrack, vrack_uplink
-from racklift.netbox.bootstrap import TAG_LAB
+from racklift.lab import hosts, tags, vrack, vrack_uplink
 from racklift.netbox.reader import Selection, read_hosts
 
 RACK = vrack.Vrack("rltest-prov", "rltest0", ipaddress.ip_network("10.91.0.0/24"),
@@ -121,7 +120,7 @@ def test_vms_are_planned_devices_with_mac_ip_and_bmc(netbox, rack):
         ("planned", vm.serial, "V91", "gpu-server")
     assert host.primary_ip == vm.ip and host.oob_ip == f"{vm.bmc}/32"
     assert {i.name: i.mac for i in host.interfaces}[vrack.VM_NIC] == vm.mac
-    assert {TAG_LAB, vrack.TAG_VM, vrack.TAG_PROV} <= set(host.tags)
+    assert {tags.LAB, tags.VM, tags.PROV} <= set(host.tags)
     assert not [p for p in host.problems if p.field in ("serial", "oob_ip", "primary_ip4")]
     assert vrack.domains(RACK) == {vm.name: "shut off"}  # racks arrive powered off
 
@@ -130,7 +129,7 @@ def test_boot_server_is_an_active_device_at_the_bridge_address(netbox, rack):
     host, = read_hosts(netbox, Selection(names=(RACK.boot_server,)))
     assert (host.status, host.role, host.primary_ip) == ("active", "boot-server",
                                                          "10.91.0.1/24")
-    assert vrack.TAG_PROV in host.tags and vrack.TAG_VM not in host.tags
+    assert tags.PROV in host.tags and tags.VM not in host.tags
 
 
 def test_namespace_bridge_has_the_private_v4_and_a_ula(rack):

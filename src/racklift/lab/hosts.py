@@ -19,8 +19,7 @@ from pathlib import Path
 
 from racklift import podman
 from racklift.errors import LabError
-from racklift.lab import images, seed, standin_repo
-from racklift.netbox.bootstrap import TAG_LAB, TAG_LAB_HOST
+from racklift.lab import images, seed, standin_repo, tags
 from racklift.netbox.client import NetBox
 from racklift.paths import state_dir
 
@@ -100,8 +99,8 @@ def plan(count: int, rack: str = "L01", site: str = "lab1", net: LabNet = LAB) -
             oob_ip=f"{net.oob.network_address + FIRST_HOST + slot}/{net.oob.prefixlen}",
         ))
     return seed.SeedPlan(site=site, racks=(rack,), hosts=tuple(hosts), status="staged",
-                         tags=(TAG_LAB, TAG_LAB_HOST), context_name="racklift-lab-hosts",
-                         software=LAB_SOFTWARE, context_tags=(TAG_LAB_HOST,),
+                         tags=(tags.LAB, tags.LAB_HOST), context_name="racklift-lab-hosts",
+                         software=LAB_SOFTWARE, context_tags=(tags.LAB_HOST,),
                          context_weight=2000)
 
 
@@ -257,8 +256,8 @@ def down(netbox: NetBox | None, net: LabNet = LAB) -> DownResult:
         recorded = {p.stem for p in profiles_dir(net).glob("*.json")}
         wanted = sorted(set(names) | recorded)
         # No lab tag in NetBox (a fresh database) means no lab devices to remove.
-        lab_tagged = netbox.count("extras/tags", {"slug": TAG_LAB}) > 0
-        devices = netbox.get_all("dcim/devices", {"tag": TAG_LAB, "name": wanted},
+        lab_tagged = netbox.count("extras/tags", {"slug": tags.LAB}) > 0
+        devices = netbox.get_all("dcim/devices", {"tag": tags.LAB, "name": wanted},
                                  fields=("id", "name")) if wanted and lab_tagged else []
         netbox.delete("dcim/devices", [d["id"] for d in devices])
         deleted = len(devices)

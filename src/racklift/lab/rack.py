@@ -8,8 +8,7 @@ import time
 from dataclasses import dataclass
 
 from racklift import podman
-from racklift.lab import hardware, hosts, seed
-from racklift.netbox.bootstrap import TAG_LAB
+from racklift.lab import hardware, hosts, seed, tags
 from racklift.netbox.client import NetBox
 from racklift.pipeline.state import STAGE_FIELD, Transition, apply
 
@@ -60,7 +59,7 @@ def down(netbox: NetBox | None, net: hosts.LabNet = hosts.LAB) -> hosts.DownResu
 def replan(netbox: NetBox, names: list[str]) -> int:
     """Put lab hosts back to `planned` with no pipeline stage (lab only: a demo that starts
     over). Each gets a journal entry saying so. Returns how many changed."""
-    devices = netbox.get_all("dcim/devices", {"name": names, "tag": TAG_LAB},
+    devices = netbox.get_all("dcim/devices", {"name": names, "tag": tags.LAB},
                              fields=("id", "status", "custom_fields"))
     changed = [d for d in devices if d["status"]["value"] != "planned"
                or (d.get("custom_fields") or {}).get(STAGE_FIELD)]

@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from racklift.netbox.bootstrap import ROLE_GPU_SERVER, TAG_LAB, bootstrap
+from racklift.lab import tags as lab_tags
+from racklift.netbox.bootstrap import ROLE_GPU_SERVER, bootstrap
 from racklift.netbox.client import NetBox
 from racklift.netbox.model import CONTEXT_KEY, GPU_ROLE
 
@@ -84,7 +85,7 @@ class SeedPlan:
     context_name: str = "racklift-gpu-servers"
     software: dict[str, Any] = field(default_factory=lambda: dict(DESIRED_SOFTWARE))
     status: str = "planned"  # of new devices
-    tags: tuple[str, ...] = (TAG_LAB,)  # of new devices
+    tags: tuple[str, ...] = (lab_tags.LAB,)  # of new devices
     # The config context applies to GPU servers carrying all of these tags, with this weight.
     context_tags: tuple[str, ...] = ()
     context_weight: int = 1000
@@ -187,10 +188,11 @@ def apply(netbox: NetBox, seed: SeedPlan,
         progress(f"{what}: {count} created in {time.monotonic() - started:.1f} s")
 
     bootstrap(netbox)
+    lab_tags.ensure(netbox)
     site, _ = netbox.get_or_create("dcim/sites", {"slug": seed.site},
                                    {"name": seed.site, "status": "active"})
     role = netbox.get_all("dcim/device-roles", {"slug": ROLE_GPU_SERVER})[0]
-    tag = {"slug": TAG_LAB}
+    tag = {"slug": lab_tags.LAB}
     device_tags = [{"slug": t} for t in seed.tags]
     type_id = _ensure_device_type(netbox)
     for net, desc in ((PROVISIONING_NET, "GPU server provisioning"), (OOB_NET, "BMC / OOB")):
@@ -206,7 +208,8 @@ def apply(netbox: NetBox, seed: SeedPlan,
                    for t in [tag, *device_tags]}
         result = host_loader({
             "site_id": site["id"], "role_id": role["id"], "type_id": type_id,
-            "tag_ids": [tag_ids[t["slug"]] for t in device_tags], "lab_tag_id": tag_ids[TAG_LAB],
+            "tag_ids": [tag_ids[t["slug"]] for t in device_tags],
+            "lab_tag_id": tag_ids[lab_tags.LAB],
             "provisioning_interface": PROVISIONING, "bmc_interface": BMC, "status": seed.status,
             "racks": list(seed.racks), "hosts": [asdict(h) for h in seed.hosts]})
         for what, count in result["created"].items():
@@ -274,7 +277,7 @@ def _assign_ips(netbox: NetBox, seed: SeedPlan, devices: dict[str, int]) -> int:
     wanted = [
         {"address": address, "status": "active", "assigned_object_type": "dcim.interface",
          "assigned_object_id": interfaces[(devices[h.name], iface_name)]["id"],
-         "tags": [{"slug": TAG_LAB}]}
+         "tags": [{"slug": lab_tags.LAB}]}
         for h in seed.hosts
         for address, iface_name in ((h.primary_ip, seed.provisioning_interface),
                                     (h.oob_ip, BMC))

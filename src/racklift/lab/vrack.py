@@ -68,15 +68,13 @@ from racklift import podman
 from racklift.ansible import run_playbook
 from racklift.errors import LabError
 from racklift.imaging import diskimage
-from racklift.lab import hosts, hwemu, images, seed, standin_repo, vrack_uplink
-from racklift.netbox.bootstrap import ROLE_GPU_SERVER, TAG_LAB, bootstrap
+from racklift.lab import hosts, hwemu, images, seed, standin_repo, tags, vrack_uplink
+from racklift.netbox.bootstrap import ROLE_GPU_SERVER, bootstrap
 from racklift.netbox.client import NetBox, NetBoxSettings
 from racklift.netbox.model import CONTEXT_KEY, GPU_ROLE
 from racklift.paths import REPO_ROOT, state_dir
 from racklift.pipeline.image import with_boot_servers
 
-TAG_VM = "racklift-lab-vm"  # a VM of the virtual rack
-TAG_PROV = "racklift-lab-prov"  # reached through the provisioning namespace (SSH ProxyCommand)
 ROLE_BOOT_SERVER = "boot-server"
 VM_TYPE = "racklift-lab-vm"
 BOOT_SERVER_TYPE = "racklift-lab-boot-server"
@@ -757,7 +755,7 @@ def _ensure_types(netbox: NetBox) -> dict[str, int]:
 def _drop_stale_vms(netbox: NetBox, vms: tuple[VmPlan, ...]) -> None:
     """VM devices an older racklift registered without the NIC the OS names (VM_NIC) go, so
     they are registered again as `up` registers them now."""
-    found = netbox.get_all("dcim/devices", {"tag": TAG_VM, "name": [vm.name for vm in vms]},
+    found = netbox.get_all("dcim/devices", {"tag": tags.VM, "name": [vm.name for vm in vms]},
                            fields=("id",))
     if not found:
         return
@@ -810,7 +808,7 @@ def _stand_in_for_gpu_servers(netbox: NetBox, rack: Vrack, device_type_id: int) 
                           "manufacturer": maker["id"], "part_id": seed.GPU_PART})
     data = {CONTEXT_KEY: vm_software(rack)}
     context, _ = netbox.get_or_create("extras/config-contexts", {"name": "racklift-lab-vm"},
-                                      {"name": "racklift-lab-vm", "tags": [TAG_VM],
+                                      {"name": "racklift-lab-vm", "tags": [tags.VM],
                                        "weight": VM_CONTEXT_WEIGHT, "data": data})
     if (context["data"], context["weight"]) != (data, VM_CONTEXT_WEIGHT):
         # An older racklift's, or another rack's mirror: this rack's now.
@@ -821,10 +819,7 @@ def _stand_in_for_gpu_servers(netbox: NetBox, rack: Vrack, device_type_id: int) 
 def register(netbox: NetBox, rack: Vrack, vms: tuple[VmPlan, ...]) -> dict[str, int]:
     """The VMs and the boot server as NetBox devices; returns their ids by name."""
     bootstrap(netbox)
-    for slug, description in ((TAG_VM, "A VM of the racklift virtual rack (lab)"),
-                              (TAG_PROV, "Reached through the lab's provisioning namespace")):
-        netbox.get_or_create("extras/tags", {"slug": slug},
-                             {"name": slug, "color": "795548", "description": description})
+    tags.ensure(netbox)
     role = netbox.get_all("dcim/device-roles", {"slug": ROLE_GPU_SERVER})[0]
     boot_role, _ = netbox.get_or_create("dcim/device-roles", {"slug": ROLE_BOOT_SERVER},
                                         {"name": "Boot server", "color": "ff9800"})
@@ -832,12 +827,12 @@ def register(netbox: NetBox, rack: Vrack, vms: tuple[VmPlan, ...]) -> dict[str, 
                                    {"name": rack.site, "status": "active"})
     nb_rack, _ = netbox.get_or_create("dcim/racks", {"site_id": site["id"], "name": rack.rack},
                                       {"site": site["id"], "name": rack.rack, "status": "active",
-                                       "tags": [{"slug": TAG_LAB}]})
+                                       "tags": [{"slug": tags.LAB}]})
     types = _ensure_types(netbox)
     _drop_stale_vms(netbox, vms)
     _stand_in_for_gpu_servers(netbox, rack, types[VM_TYPE])
     common = {"site": site["id"], "rack": nb_rack["id"]}
-    vm_tags = [{"slug": t} for t in (TAG_LAB, TAG_VM, TAG_PROV)]
+    vm_tags = [{"slug": t} for t in (tags.LAB, tags.VM, tags.PROV)]
     devices = _ensure_devices(netbox, [
         *({"name": vm.name, "device_type": types[VM_TYPE], "role": role["id"],
            "status": "planned", "serial": vm.serial, "tags": vm_tags, **common} for vm in vms),
@@ -863,24 +858,24 @@ def _ensure_boot_server_ip(netbox: NetBox, rack: Vrack, device_id: int) -> None:
     ip, _ = netbox.get_or_create(
         "ipam/ip-addresses", {"address": address, "interface_id": iface["id"]},
         {"address": address, "status": "active", "assigned_object_type": "dcim.interface",
-         "assigned_object_id": iface["id"], "tags": [{"slug": TAG_LAB}]})
+         "assigned_object_id": iface["id"], "tags": [{"slug": tags.LAB}]})
     netbox.update("dcim/devices", [{"id": device_id, "primary_ip4": ip["id"]}])
 
 
 def _unregister(netbox: NetBox, names: list[str]) -> int:
-    if not names or netbox.count("extras/tags", {"slug": TAG_LAB}) == 0:
+    if not names or netbox.count("extras/tags", {"slug": tags.LAB}) == 0:
         return 0
     # Only devices the lab tagged, under the names this rack gave them.
-    devices = netbox.get_all("dcim/devices", {"tag": TAG_LAB, "name": names}, fields=("id",))
+    devices = netbox.get_all("dcim/devices", {"tag": tags.LAB, "name": names}, fields=("id",))
     netbox.delete("dcim/devices", [d["id"] for d in devices])
     return len(devices)
 
 
 def _unregister_rack(netbox: NetBox, rack: Vrack) -> None:
     """The rack up() made, once nothing is left in it."""
-    if netbox.count("extras/tags", {"slug": TAG_LAB}) == 0:
+    if netbox.count("extras/tags", {"slug": tags.LAB}) == 0:
         return
-    racks = netbox.get_all("dcim/racks", {"tag": TAG_LAB, "name": rack.rack, "site": rack.site},
+    racks = netbox.get_all("dcim/racks", {"tag": tags.LAB, "name": rack.rack, "site": rack.site},
                            fields=("id",))
     empty = [r["id"] for r in racks if netbox.count("dcim/devices", {"rack_id": r["id"]}) == 0]
     netbox.delete("dcim/racks", empty)

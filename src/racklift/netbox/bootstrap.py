@@ -9,8 +9,6 @@ from racklift.netbox.client import NetBox
 from racklift.netbox.model import GPU_ROLE
 
 TAG_MANAGED = "racklift"
-TAG_LAB = "racklift-lab"  # objects the lab created, and the only ones lab teardown removes
-TAG_LAB_HOST = "racklift-lab-host"  # a lab container host: its hardware is emulated
 ROLE_GPU_SERVER = "gpu-server"
 
 # (endpoint, lookup, defaults): the objects racklift needs. Existing ones are left untouched.
@@ -18,12 +16,6 @@ REQUIREMENTS: tuple[tuple[str, dict[str, Any], dict[str, Any]], ...] = (
     ("extras/tags", {"slug": TAG_MANAGED},
      {"name": "racklift", "color": "2196f3",
       "description": "Provisioned and verified by racklift"}),
-    ("extras/tags", {"slug": TAG_LAB},
-     {"name": "racklift-lab", "color": "9e9e9e",
-      "description": "Created by the racklift lab; removed by lab teardown"}),
-    ("extras/tags", {"slug": TAG_LAB_HOST},
-     {"name": "racklift-lab-host", "color": "607d8b",
-      "description": "A racklift lab host (container or VM): its GPUs and HCAs are emulated"}),
     ("dcim/device-roles", {"slug": ROLE_GPU_SERVER},
      {"name": "GPU server", "color": "4caf50", "vm_role": False}),
     ("dcim/inventory-item-roles", {"slug": GPU_ROLE},

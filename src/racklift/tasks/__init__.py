@@ -10,9 +10,10 @@ from invoke.exceptions import Exit
 from racklift.console import console
 from racklift.lab import rack as lab_rack
 from racklift.lab import vrack as virtual_rack
-from racklift.tasks import image, lab, mirror, netbox, vrack
-from racklift.tasks.common import connect
-from racklift.tasks.netbox import bootstrap, expected, seed, up
+from racklift.tasks import image, lab, lab_netbox, mirror, netbox, vrack
+from racklift.tasks.common import connect, offer_netbox
+from racklift.tasks.lab_netbox import seed, up
+from racklift.tasks.netbox import bootstrap, expected
 from racklift.tasks.pipeline import locks, provision, reimage, unlock
 from racklift.tasks.verify import bundle, facts_, parse, verify
 
@@ -50,7 +51,13 @@ def demo(c):
 
 
 namespace = Collection(demo, provision, reimage, verify, locks, unlock, parse, facts_, bundle)
-namespace.add_collection(Collection.from_module(netbox), name="netbox")
+# The lab NetBox's tasks sit beside the production ones under netbox.*; commands use the lab
+# NetBox when NETBOX_URL is not set and racklift started it.
+offer_netbox(lab_netbox.running_lab)
+netbox_tasks = Collection.from_module(netbox)
+for lab_task in Collection.from_module(lab_netbox).tasks.values():
+    netbox_tasks.add_task(lab_task)
+namespace.add_collection(netbox_tasks, name="netbox")
 namespace.add_collection(Collection.from_module(lab), name="lab")
 namespace.add_collection(Collection.from_module(mirror), name="mirror")
 namespace.add_collection(Collection.from_module(vrack), name="vrack")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
 
@@ -11,8 +11,6 @@ from invoke.exceptions import Exit
 
 from racklift.console import console
 from racklift.errors import RackliftError
-from racklift.lab.netbox_server import NetBoxInstance, answers, server_pid
-from racklift.lab.services import port_open
 from racklift.netbox.client import NetBox, NetBoxSettings
 from racklift.netbox.reader import Selection
 
@@ -25,27 +23,28 @@ SELECTION_HELP = {
 }
 
 
-def lab_instance() -> NetBoxInstance:
-    return NetBoxInstance.from_env("lab")
+# Where a command looks for a NetBox when NETBOX_URL is not set: production offers none; the
+# command line registers the lab's (racklift.tasks.lab_netbox.running_lab). Each returns the
+# settings and a line telling the operator which NetBox it chose, or None.
+_fallbacks: list[Callable[[], tuple[NetBoxSettings, str] | None]] = []
+
+
+def offer_netbox(fallback: Callable[[], tuple[NetBoxSettings, str] | None]) -> None:
+    """Register a NetBox for commands to use when NETBOX_URL is not set."""
+    if fallback not in _fallbacks:
+        _fallbacks.append(fallback)
 
 
 @cache  # one process, one NetBox: decide (and say) it once
 def netbox_settings() -> NetBoxSettings:
-    """NETBOX_URL / NETBOX_TOKEN; without them, the lab NetBox when it is running: the server
-    `netbox.up` started, never merely whatever answers on the lab's port."""
-    lab = lab_instance()
-    pid = server_pid(lab)
-    default = NetBoxSettings(lab.url, lab.token) if pid and answers(lab) else None
-    if default is None and port_open(lab.port) and not os.environ.get("NETBOX_URL"):
-        raise RackliftError(f"NETBOX_URL is not set, and what answers on the lab NetBox's port "
-                            f"({lab.url}) is not the lab NetBox racklift started: export "
-                            "NETBOX_URL and NETBOX_TOKEN for your NetBox, or `racklift "
-                            "netbox.up` for the lab's")
-    settings = NetBoxSettings.from_env(default=default)
-    if settings is default:
-        console.print(f"[dim]using the lab NetBox at {lab.url}, started by racklift (pid {pid}, "
-                      f"{lab.root}): NETBOX_URL is not set[/]")
-    return settings
+    """NETBOX_URL / NETBOX_TOKEN; without them, a registered fallback's NetBox."""
+    if not os.environ.get("NETBOX_URL"):
+        for fallback in _fallbacks:
+            if found := fallback():
+                settings = NetBoxSettings.from_env(default=found[0])  # NETBOX_TOKEN alone: error
+                console.print(f"[dim]{found[1]}[/]")
+                return settings
+    return NetBoxSettings.from_env()
 
 
 def connect() -> NetBox:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -67,6 +68,13 @@ def status(netbox) -> str:
     return read_hosts(netbox, SELECT)[0].status
 
 
+def admitted(netbox, device: int) -> datetime | None:
+    """The device's racklift_verified: when the gate last admitted it."""
+    value = netbox.get_all("dcim/devices", {"id": device})[0]["custom_fields"][
+        "racklift_verified"]
+    return datetime.fromisoformat(value) if value else None
+
+
 def verify_entries(netbox, device: int) -> list[str]:
     entries = netbox.get_all("extras/journal-entries", {"assigned_object_type": "dcim.device",
                                                         "assigned_object_id": device})
@@ -76,6 +84,7 @@ def verify_entries(netbox, device: int) -> list[str]:
 
 def test_a_staged_host_locked_by_another_run_is_not_promoted(netbox, host, collected):
     pipeline_state(netbox, host, "staged", "configured")
+    assert admitted(netbox, host) is None  # held hosts (this and the next test) stay so
     assert lock.acquire(netbox, [host], "run-bob", "provision", BOB) == {}
     before = verify_entries(netbox, host)
     lines: list[str] = []
@@ -112,6 +121,7 @@ def test_the_same_host_configured_and_unlocked_is_promoted(netbox, host, collect
     assert status(netbox) == "active"
     assert verify_entries(netbox, host)[len(before):] == [
         "racklift verify: passed: the host matches NetBox and is healthy."]
+    assert datetime.now(UTC) - admitted(netbox, host) < timedelta(minutes=5)
 
 
 def test_the_pipeline_run_holding_the_lock_promotes_its_host(netbox, host, collected,

@@ -31,7 +31,8 @@ REQUIREMENTS: tuple[tuple[str, dict[str, Any], dict[str, Any]], ...] = (
       "required": False, "group_name": "racklift", "ui_editable": "no"}),
     ("extras/custom-fields", {"name": "racklift_verified"},
      {"type": "datetime", "object_types": ["dcim.device"], "label": "racklift verified",
-      "description": "When racklift last verified this host against its NetBox record",
+      "description": "When the gate last admitted this host: it matched its NetBox "
+                     "record and passed every health check",
       "required": False, "group_name": "racklift", "ui_editable": "no"}),
 )
 

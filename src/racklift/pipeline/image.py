@@ -64,6 +64,7 @@ from racklift.netbox.model import ExpectedHost, Problem
 from racklift.paths import REPO_ROOT
 from racklift.pipeline.plan import IMAGE
 from racklift.pipeline.progress import Progress
+from racklift.pipeline.state import Transition, apply
 
 BOOT_SERVER_ROLE = "boot-server"
 IMAGE_FIELD = "racklift_image"
@@ -614,8 +615,9 @@ def _check(run: _Run, targets: list[Target], old_ids: dict[str, set[str]],
             continue
         run.note(t.name, f"answers on SSH with boot id {found.boot_id}, this deploy's nonce and "
                          f"image {marker}")
-        updates.append({"id": t.host.netbox_id, "custom_fields": {IMAGE_FIELD: marker}})
-    run.netbox.update("dcim/devices", updates)
+        # The stage's journal entry ("imaged") follows, when the stage completes.
+        updates.append(Transition(t.host.netbox_id, None, fields={IMAGE_FIELD: marker}))
+    apply(run.netbox, updates)
 
 
 def image_hosts(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, progress: Progress,

@@ -36,7 +36,7 @@ from typing import Any
 
 from racklift.errors import NetBoxError, RackliftError
 from racklift.netbox.client import NetBox
-from racklift.pipeline.state import STAGE_FIELD
+from racklift.pipeline.state import STAGE_FIELD, Transition, apply
 
 PREFIX = "racklift lock:"  # the journal entries of the audit trail
 ENDPOINT = "extras/saved-filters"
@@ -188,9 +188,7 @@ def current(netbox: NetBox, device_ids: Iterable[int]) -> dict[int, Ticket]:
 
 
 def _journal(netbox: NetBox, texts: Mapping[int, str], kind: str = "info") -> None:
-    netbox.create("extras/journal-entries", [
-        {"assigned_object_type": "dcim.device", "assigned_object_id": device_id,
-         "kind": kind, "comments": text} for device_id, text in texts.items()])
+    apply(netbox, [Transition(device_id, text, kind) for device_id, text in texts.items()])
 
 
 def _states(netbox: NetBox, device_ids: Iterable[int]) -> dict[int, State]:

@@ -1,13 +1,15 @@
 """A host's place in the pipeline, in NetBox: its status, the stage it last completed
-(custom field `racklift_stage`) and a journal entry for every transition.
+(custom field `racklift_stage`), racklift's other fields (the image marker, when the gate last
+admitted it) and a journal entry for every transition. The one writer of all of it: the
+pipeline, the gate's verdicts and the lock's audit trail hand it transitions.
 
 Journal first, then the device: if the device update then fails, the journal already says
 what was attempted, and the re-run sees the old status and does the transition again."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from racklift.netbox.client import NetBox
@@ -19,10 +21,11 @@ KEEP = object()  # a Transition field left as it is
 @dataclass(frozen=True)
 class Transition:
     netbox_id: int
-    journal: str
+    journal: str | None  # None: no entry (a field whose change another entry explains)
     kind: str = "info"  # journal kind: info, success, warning, danger
     status: str | None = None  # None: unchanged
     stage: Any = KEEP  # str, None (cleared) or KEEP
+    fields: Mapping[str, Any] = field(default_factory=dict)  # other racklift custom fields
 
 
 def read_stages(netbox: NetBox, device_ids: Iterable[int]) -> dict[int, str | None]:
@@ -38,14 +41,15 @@ def apply(netbox: NetBox, transitions: Iterable[Transition]) -> None:
         return
     netbox.create("extras/journal-entries", [
         {"assigned_object_type": "dcim.device", "assigned_object_id": t.netbox_id,
-         "kind": t.kind, "comments": t.journal} for t in transitions])
+         "kind": t.kind, "comments": t.journal} for t in transitions if t.journal is not None])
     updates = []
     for t in transitions:
         change: dict[str, Any] = {}
         if t.status is not None:
             change["status"] = t.status
-        if t.stage is not KEEP:
-            change["custom_fields"] = {STAGE_FIELD: t.stage}
+        fields = {**t.fields, **({} if t.stage is KEEP else {STAGE_FIELD: t.stage})}
+        if fields:
+            change["custom_fields"] = fields
         if change:
             updates.append({"id": t.netbox_id, **change})
     netbox.update("dcim/devices", updates)

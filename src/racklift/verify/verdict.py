@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from racklift.facts.host import HostFacts
@@ -14,7 +15,7 @@ from racklift.netbox.client import NetBox
 from racklift.netbox.model import ExpectedHost, Problem
 from racklift.pipeline import lock
 from racklift.pipeline.plan import COMPLETED, CONFIGURE
-from racklift.pipeline.state import read_stages
+from racklift.pipeline.state import Transition, apply, read_stages
 from racklift.verify.check import PASSING, CheckResult
 from racklift.verify.compare import CRITICAL, Mismatch, compare
 from racklift.verify.health import run_checks
@@ -26,6 +27,7 @@ GATED = ("staged", "failed")
 # image yet, or are out of service, and are not connected to at all.
 VERIFIED = (*GATED, "active")
 CONFIGURED = COMPLETED[CONFIGURE]  # the stage after which the pipeline hands a host to the gate
+VERIFIED_FIELD = "racklift_verified"  # when the gate last admitted the host
 
 
 @dataclass(frozen=True)
@@ -184,8 +186,8 @@ def record(netbox: NetBox, verdicts: Iterable[HostVerdict], *,
     """
     verdicts = list(verdicts)
     last = _last_journal(netbox, [v.netbox_id for v in verdicts])
-    status_changes: list[dict[str, Any]] = []
-    entries: list[dict[str, Any]] = []
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    transitions: list[Transition] = []
     written = []
     for v in verdicts:
         if v.held or not recorded(v, mark_active_failed):
@@ -195,18 +197,17 @@ def record(netbox: NetBox, verdicts: Iterable[HostVerdict], *,
         text = journal_text(v)
         changes: list[str] = []
         if v.status != target:
-            status_changes.append({"id": v.netbox_id, "status": target})
             changes.append(f"status {v.status} → {target}")
         if v.status != target or last.get(v.netbox_id) != text:
-            entries.append({"assigned_object_type": "dcim.device",
-                            "assigned_object_id": v.netbox_id,
-                            "kind": "success" if v.passed else "danger", "comments": text})
+            transitions.append(Transition(
+                v.netbox_id, text, "success" if v.passed else "danger",
+                status=target if v.status != target else None,
+                fields={VERIFIED_FIELD: now} if v.passed else {}))
             changes.append("journal entry")
         written.append(replace(v, changes=tuple(changes)))
-    # Journal first: if the status update then fails, the re-run sees the status unchanged
-    # and writes both again, so no verdict is ever recorded without its reasons.
-    netbox.create("extras/journal-entries", entries)
-    netbox.update("dcim/devices", status_changes)
+    # Journal first (state.apply): if the status update then fails, the re-run sees the status
+    # unchanged and writes both again, so no verdict is ever recorded without its reasons.
+    apply(netbox, transitions)
     return written
 
 

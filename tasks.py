@@ -7,10 +7,14 @@ from racklift.tasks import namespace
 
 @task(help={"k": "only tests matching this expression", "x": "stop at the first failure",
             "unit": "the pure tier only (tests/unit: no NetBox, containers or VMs; under a "
-                    "minute)"})
-def test(c, k=None, x=False, unit=False):
+                    "minute)",
+            "tier": "only these tiers, a marker expression: unit, netbox, containers, vm, "
+                    "molecule, slurm, ansible (e.g. 'netbox and not containers')"})
+def test(c, k=None, x=False, unit=False, tier=None):
     """Run the test suite (starts its own NetBox on port 18001), slowest tests listed last."""
     args = [".venv/bin/pytest", "tests/unit"] if unit else [".venv/bin/pytest", "--durations=30"]
+    if tier:
+        args += ["-m", repr(tier)]
     if k:
         args += ["-k", repr(k)]
     if x:

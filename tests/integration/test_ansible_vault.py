@@ -15,6 +15,8 @@ from helpers import BIN
 from racklift.ansible import run_playbook
 from racklift.netbox.client import NetBoxSettings
 
+pytestmark = pytest.mark.ansible
+
 VAULT_PASSWORD = "vault-pass-3c9d1e"
 BMC_PASSWORD = "bmc-pass-7a41f0"
 TASK = "Fingerprint the BMC password"

@@ -13,6 +13,9 @@ from racklift.errors import NetBoxError
 from racklift.lab.services import port_open
 from racklift.netbox.client import NetBox, NetBoxSettings
 
+# The NetBox tier: every test here is about the NetBox server or a connection to one.
+pytestmark = pytest.mark.netbox
+
 RACKLIFT = str(BIN / "racklift")
 
 

@@ -22,6 +22,8 @@ from racklift.pipeline.progress import QUIET, Progress
 from racklift.pipeline.run import run
 from racklift.verify.run import verify
 
+pytestmark = pytest.mark.containers
+
 RACK = "S01"
 SELECT = Selection(racks=(RACK,), roles=("gpu-server",))
 ASKED = "550.127.08"  # what the lab's config context asks for (racklift.lab.seed)

@@ -17,6 +17,8 @@ from racklift.lab import hardware, hosts, seed
 from racklift.lab import rack as lab_rack
 from racklift.netbox.reader import Selection, read_hosts
 
+pytestmark = pytest.mark.containers
+
 RACK = "T01"
 
 

@@ -2,7 +2,12 @@
 
 import time
 
+import pytest
+
 from racklift.lab import netbox_server
+
+# The NetBox tier: every test here is about the NetBox server or a connection to one.
+pytestmark = pytest.mark.netbox
 
 
 def test_second_up_is_a_no_op(instance):

@@ -34,6 +34,8 @@ from racklift.pipeline.plan import REIMAGE, Options
 from racklift.pipeline.progress import QUIET, Progress
 from racklift.pipeline.run import run
 
+pytestmark = [pytest.mark.containers, pytest.mark.slurm]
+
 RACK = "P01"
 SELECT = Selection(racks=(RACK,), roles=("gpu-server",))
 PLANTED_BMC_PASSWORD = "planted-bmc-password-5e1f"

@@ -16,6 +16,8 @@ import pytest
 from racklift.bmc.redfish import BmcCredentials, BmcError, RedfishClient, endpoint_for
 from racklift.lab import vrack
 
+pytestmark = pytest.mark.vm
+
 RACK = vrack.Vrack("rlbmc-prov", "rlbmc0", ipaddress.ip_network("10.92.0.0/24"),
                    ipaddress.ip_network("fd52:4c92::/64"), ipaddress.ip_network("127.0.79.0/24"),
                    rack="V92", mac_base=0x5900, memory_mib=512, disk_gib=1)

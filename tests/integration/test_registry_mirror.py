@@ -16,6 +16,8 @@ import pytest
 
 from racklift.lab import registry
 
+pytestmark = pytest.mark.containers
+
 LAB = registry.MirrorLab("racklift-mirror-test", ipaddress.ip_network("10.89.3.0/24"))
 SECRET = "planted-Upstream-Password-93c1"
 IMAGE = "library/rackhello:1.0"

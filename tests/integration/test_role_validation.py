@@ -14,6 +14,8 @@ import pytest
 
 from helpers import BIN, REPO
 
+pytestmark = pytest.mark.ansible
+
 CASES = {
     "unknown driver branch": (
         "nvidia_driver", {"nvidia_driver_branch": "999"},

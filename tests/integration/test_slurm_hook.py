@@ -19,6 +19,8 @@ import pytest
 from racklift.lab import slurm
 from racklift.pipeline.scheduler import Slurm, is_drained
 
+pytestmark = pytest.mark.slurm
+
 NAME = os.environ.get("RACKLIFT_TEST_SLURM", "test")
 PORT = int(os.environ.get("RACKLIFT_TEST_SLURM_PORT", 16917))
 NODES = ("gpu-s01", "gpu-s02", "gpu-s03")

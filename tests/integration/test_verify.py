@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from helpers import BIN, FIXTURES, REPO
+from helpers import BIN, REPO
 from helpers import TEST_NET as NET
 from racklift import podman
 from racklift.ansible import run_playbook
@@ -21,6 +21,8 @@ from racklift.netbox.reader import Selection, read_hosts
 from racklift.pipeline.state import STAGE_FIELD
 from racklift.verify import report
 from racklift.verify.run import verify
+
+pytestmark = pytest.mark.containers
 
 RACK = "V01"
 SELECT = Selection(racks=(RACK,))
@@ -237,18 +239,6 @@ def test_cli_report_files_exit_code_and_offline_diagnosis(instance, netbox, sett
     assert verdict["failures"] == next(h for h in data["hosts"] if h["host"] == name)[
         "failures"]
     hardware.heal([name], macs(netbox, [name]), settings, NET)
-
-
-def test_parse_command_on_real_captures():
-    result = racklift("parse", "ibstat",
-                      str(FIXTURES / "real" / "ibstat_h100-node_cx7-ib_cx6-eth-down.txt"))
-    assert result.returncode == 0, result.stderr
-    ports = json.loads(result.stdout)
-    assert {p["ca"] for p in ports if p["link_layer"] == "InfiniBand"} >= {"mlx5_0"}
-    bad = racklift("parse", "nvidia-smi-xml", str(FIXTURES / "real" / "SOURCES.md"))
-    assert bad.returncode == 1 and bad.stderr.startswith("error: ")
-    unknown = racklift("parse", "nvme", "x")
-    assert unknown.returncode == 2 and "kinds: nvidia-smi-xml" in unknown.stderr
 
 
 def test_emulator_version_matches_what_netbox_expects(netbox, lab):

@@ -1,4 +1,4 @@
-"""Tests for the lab hardware emulator (src/racklift/lab/hwemu.py).
+"""Tests for the lab hardware emulator (src/racklift/lab/hwemu/).
 
 Formats are checked against real captures in tests/fixtures/real (see SOURCES.md there).
 """
@@ -18,7 +18,10 @@ from pathlib import Path
 import pytest
 
 from racklift.lab import hwemu
+from racklift.lab.hwemu import nvidia_smi
+from racklift.paths import REPO_ROOT
 
+PACKAGE = Path(hwemu.__file__).resolve().parent
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
 SYSTEM_PYTHON = Path("/usr/bin/python3")
 
@@ -712,7 +715,7 @@ def test_healthy_profile(profile: hwemu.Profile) -> None:
 
 
 def _aggregate(g: hwemu.GPU) -> int:
-    return hwemu._aggregate_uncorrected(g) + hwemu._volatile_uncorrected(g)
+    return nvidia_smi._aggregate_uncorrected(g) + nvidia_smi._volatile_uncorrected(g)
 
 
 def test_profile_json_round_trip(profile: hwemu.Profile) -> None:
@@ -837,13 +840,15 @@ def _system_python() -> Path:
 
 @pytest.fixture
 def lab_host(tmp_path: Path, profile: hwemu.Profile) -> dict[str, object]:
-    """A copy of hwemu.py (outside the racklift tree) with tool-named symlinks."""
+    """The emulator as the lab_hardware role installs it (outside the racklift tree): the
+    package's modules and the launcher, with tool-named symlinks to the launcher."""
     python = _system_python()
     libdir = tmp_path / "lib"
-    libdir.mkdir()
-    script = libdir / "hwemu.py"
-    shutil.copy2(hwemu.__file__, script)
-    script.chmod(0o755)
+    (libdir / "hwemu").mkdir(parents=True)
+    for module in PACKAGE.glob("*.py"):
+        shutil.copy2(module, libdir / "hwemu" / module.name)
+    script = libdir / "hwemu-tool"
+    shutil.copy2(REPO_ROOT / "roles/lab_hardware/files/hwemu-tool", script)
     bindir = tmp_path / "bin"
     bindir.mkdir()
     for tool in hwemu.TOOLS:
@@ -919,10 +924,13 @@ def test_lab_cli_without_driver_exits_9(lab_host: dict, profile: hwemu.Profile) 
             "Make sure that the latest NVIDIA driver is installed and running.")
 
 
-def test_hwemu_imports_only_stdlib() -> None:
-    tree = ast.parse(Path(hwemu.__file__).read_text())
-    modules = {alias.name.split(".")[0] for node in ast.walk(tree)
-               if isinstance(node, ast.Import) for alias in node.names}
-    modules |= {node.module.split(".")[0] for node in ast.walk(tree)
-                if isinstance(node, ast.ImportFrom) and node.module}
-    assert modules <= set(sys.stdlib_module_names) | {"__future__"}, modules
+def test_hwemu_imports_only_stdlib_and_itself() -> None:
+    """On a lab host the package is a top-level `hwemu`: stdlib and relative imports only."""
+    for path in [*PACKAGE.glob("*.py"), REPO_ROOT / "roles/lab_hardware/files/hwemu-tool"]:
+        tree = ast.parse(path.read_text())
+        modules = {alias.name.split(".")[0] for node in ast.walk(tree)
+                   if isinstance(node, ast.Import) for alias in node.names}
+        modules |= {node.module.split(".")[0] for node in ast.walk(tree)
+                    if isinstance(node, ast.ImportFrom) and node.module and not node.level}
+        allowed = {"hwemu"} if path.name == "hwemu-tool" else set()
+        assert modules <= set(sys.stdlib_module_names) | {"__future__"} | allowed, (path, modules)

@@ -1,1 +1,0 @@
-../../../src/racklift/lab/hwemu.py

@@ -1,0 +1,61 @@
+"""Lab hardware emulator: an 8x H100 HGX server's GPU, HCA and DMI tools, one module per tool.
+
+Stdlib only, Python 3.11, relative imports only: the package is copied verbatim onto lab hosts
+as ``/usr/local/lib/racklift-lab/hwemu/`` beside the launcher ``hwemu-tool`` (the
+lab_hardware role's), and the tools ``nvidia-smi``, ``ibstat``, ``ibv_devinfo``, ``dmidecode``
+and ``dmesg`` are links to the launcher (dispatch on the program name); ``hwemu-tool
+<subcommand>`` (``profile``, ``write-sysfs ROOT``, ``generate``, ``inject``, ``heal``, or any
+tool name) and, on the controller, ``python -m racklift.lab.hwemu <subcommand>`` run the rest.
+The hardware is described by a JSON profile read from ``$RACKLIFT_HW_PROFILE`` (default
+``/etc/racklift-lab/hardware.json``). On lab hosts the driver is not the profile's but the
+installed package's (``Profile.driver_from_packages``).
+
+Output formats follow real captures (see ``tests/fixtures/real/SOURCES.md``):
+
+* ``nvidia-smi -q -x`` / ``-q``: the R550 layout (DTD ``nvsmi_device_v12.dtd``, tab
+  indentation, Hopper ECC/row-remapper/T.Limit elements) as printed by driver 550.x on
+  H100/H200/GH200.
+* ``nvidia-smi --query-gpu``: canonical field names in the header, units in brackets,
+  ``[N/A]`` for unsupported values, ``Field "x" is not a valid field to query.`` + exit 2.
+* ``ibstat`` / ``ibv_devinfo``: infiniband-diags / rdma-core layouts for ConnectX-7.
+* ``dmidecode`` 3.4, sysfs value formats (``4: ACTIVE``, ``400 Gb/sec (4X NDR)``), and
+  ``dmesg`` lines with ``[%5d.%06d]`` timestamps and the NVRM Xid format.
+"""
+
+from .cli import TOOLS, main
+from .dmi import dmidecode, dmidecode_string
+from .faults import FAULTS, heal, inject
+from .generate import generate_profile
+from .infiniband import ibstat, ibv_devinfo
+from .kernel import dmesg, sysfs_tree, write_sysfs
+from .nvidia_smi import (
+    nvidia_smi_list,
+    nvidia_smi_q,
+    nvidia_smi_summary,
+    nvidia_smi_version,
+    nvidia_smi_xml,
+)
+from .profile import (
+    DEFAULT_DRIVER,
+    GPU,
+    HGX_H100_BUSES,
+    NVIDIA_SMI_NO_DRIVER,
+    PROFILE_ENV,
+    HCAPort,
+    Profile,
+    System,
+    installed_driver,
+    load_profile,
+    save_profile,
+    with_installed_driver,
+)
+from .query_gpu import InvalidQueryField, nvidia_smi_query
+
+__all__ = [
+    "DEFAULT_DRIVER", "FAULTS", "GPU", "HGX_H100_BUSES", "NVIDIA_SMI_NO_DRIVER", "PROFILE_ENV",
+    "TOOLS", "HCAPort", "InvalidQueryField", "Profile", "System", "dmesg", "dmidecode",
+    "dmidecode_string", "generate_profile", "heal", "ibstat", "ibv_devinfo", "inject",
+    "installed_driver", "load_profile", "main", "nvidia_smi_list", "nvidia_smi_q",
+    "nvidia_smi_query", "nvidia_smi_summary", "nvidia_smi_version", "nvidia_smi_xml",
+    "save_profile", "sysfs_tree", "with_installed_driver", "write_sysfs",
+]

@@ -1,0 +1,157 @@
+"""Faults injected into a profile, and healing them."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import random
+from collections.abc import Callable
+
+from .generate import generate_profile
+from .profile import GPU, WRONG_DRIVER, Profile, _hca, _set_driver, _ts
+
+
+def _last_uptime(p: Profile) -> float:
+    last = 0.0
+    for line in p.kernel_log:
+        if line.startswith("[") and "]" in line:
+            try:
+                last = max(last, float(line[1 : line.index("]")].strip()))
+            except ValueError:
+                continue
+    return last
+
+
+def _gpu(p: Profile, index: int) -> GPU | None:
+    return next((g for g in p.gpus if g.index == index), None)
+
+
+def _gpu_missing(p: Profile) -> None:
+    p.gpus = [g for g in p.gpus if g.index != 7]
+
+
+def _gpu_serial_changed(p: Profile) -> None:
+    g = _gpu(p, 3)
+    if g is not None:
+        rng = random.Random(f"serial-swap:{g.serial}")
+        new = g.serial
+        while new == g.serial:
+            new = f"16542{rng.randrange(10**8):08d}"
+        g.serial = new
+
+
+def _ecc_uncorrected(p: Profile) -> None:
+    g = _gpu(p, 2)
+    if g is None:
+        return
+    g.ecc_volatile_dram_uncorrectable = 2
+    g.ecc_aggregate_dram_uncorrectable = max(g.ecc_aggregate_dram_uncorrectable, 2)
+    g.remapped_rows_uncorrectable = max(g.remapped_rows_uncorrectable, 1)
+    g.remapped_rows_pending = True
+    # One bank used a spare row: it leaves the "max" availability bucket (as in real captures).
+    if g.remap_histogram_high == 0:
+        g.remap_histogram_max -= 1
+        g.remap_histogram_high = 1
+
+
+def _xid_79(p: Profile) -> None:
+    g = _gpu(p, 4) or (p.gpus[0] if p.gpus else None)
+    if g is None:
+        return
+    dom_bus = f"0000:{g.bus:02x}:00"
+    t = max(_last_uptime(p), 60.0) + 86_400.0 + 1234.567891
+    msgs = [
+        f"NVRM: GPU at PCI:{dom_bus}: {g.uuid}",
+        f"NVRM: GPU Board Serial Number: {g.serial}",
+        f"NVRM: Xid (PCI:{dom_bus}): 79, pid='<unknown>', name=<unknown>, "
+        "GPU has fallen off the bus.",
+        f"NVRM: GPU {dom_bus}.0: GPU has fallen off the bus.",
+        f"NVRM: GPU {dom_bus}.0: GPU serial number is {g.serial}.",
+    ]
+    for i, msg in enumerate(msgs):
+        p.kernel_log.append(f"{_ts(t + i * 0.000004)} {msg}")
+
+
+def _pcie_degraded(p: Profile) -> None:
+    g = _gpu(p, 1)
+    if g is not None:
+        g.pcie_link_width_current = 8
+
+
+def _ib_port_down(p: Profile) -> None:
+    h = _hca(p, "mlx5_3")
+    if h is not None:
+        # As real ibstat shows a disabled IB port: no LID (65535), no SM, base rate.
+        h.state, h.phys_state, h.rate = "Down", "Disabled", 10
+        h.base_lid, h.sm_lid = 65535, 0
+
+
+def _ib_rate_wrong(p: Profile) -> None:
+    h = _hca(p, "mlx5_5")
+    if h is not None:
+        h.rate = 200
+
+
+def _mac_swapped(p: Profile) -> None:
+    p.mac_swapped = True
+
+
+def _wrong_system_serial(p: Profile) -> None:
+    rng = random.Random(f"sys-serial:{p.system.serial}")
+    new = p.system.serial
+    while new == p.system.serial:
+        new = f"S{rng.randrange(10**6, 10**7)}X{rng.randrange(10**6, 10**7)}"
+    p.system.serial = new
+
+
+def _driver_version_wrong(p: Profile) -> None:
+    """The driver that answers is not the one NetBox asks for. On a lab host it is not the
+    installed package's either (with_installed_driver keeps it): as after NVIDIA's .run
+    installer put another driver over the packaged one, which dpkg still lists. (Not a stale
+    kernel module after an upgrade: real nvidia-smi then refuses with "Driver/library version
+    mismatch", exit 18, and reports no version.)"""
+    _set_driver(p, WRONG_DRIVER)
+
+
+def _fault(name: str, apply: Callable[[Profile], None]) -> Callable[[Profile], Profile]:
+    def run(profile: Profile) -> Profile:
+        p = copy.deepcopy(profile)
+        apply(p)
+        if name not in p.faults:
+            p.faults.append(name)
+        return p
+
+    run.__name__ = "fault_" + name.replace("-", "_")
+    return run
+
+
+FAULTS: dict[str, Callable[[Profile], Profile]] = {
+    name: _fault(name, fn)
+    for name, fn in (
+        ("gpu-missing", _gpu_missing),
+        ("gpu-serial-changed", _gpu_serial_changed),
+        ("ecc-uncorrected", _ecc_uncorrected),
+        ("xid-79", _xid_79),
+        ("pcie-degraded", _pcie_degraded),
+        ("ib-port-down", _ib_port_down),
+        ("ib-rate-wrong", _ib_rate_wrong),
+        ("mac-swapped", _mac_swapped),
+        ("wrong-system-serial", _wrong_system_serial),
+        ("driver-version-wrong", _driver_version_wrong),
+    )
+}
+
+
+def inject(profile: Profile, kind: str) -> Profile:
+    """Return a copy of ``profile`` with fault ``kind`` applied and recorded in ``faults``."""
+    if kind not in FAULTS:
+        raise ValueError(f"unknown fault kind {kind!r}; valid kinds: {', '.join(FAULTS)}")
+    return FAULTS[kind](profile)
+
+
+def heal(profile: Profile) -> Profile:
+    """Regenerate the healthy profile from (hostname, original serial, seed), on the same
+    host (driver_from_packages kept)."""
+    healthy = generate_profile(profile.hostname, profile.original_serial or profile.system.serial,
+                               profile.seed)
+    return dataclasses.replace(healthy, driver_from_packages=profile.driver_from_packages)

@@ -1,0 +1,136 @@
+"""The VMs' BMCs: one sushy-emulator each, TLS from the lab CA, HTTP basic auth."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from pathlib import Path
+
+import requests
+
+from racklift.errors import LabError
+from racklift.lab.vrack.commands import _process_pid, _run, _spawn
+from racklift.lab.vrack.layout import (
+    BMC_PORT,
+    BMC_USERNAME,
+    LAB,
+    LIBVIRT_URI,
+    VmPlan,
+    Vrack,
+    ca_bundle,
+    ca_dir,
+    vm_dir,
+    vrack_dir,
+)
+
+
+def emulator_config(vm: VmPlan, cert: Path, key: Path, auth_file: Path) -> str:
+    """sushy-emulator's configuration (a Python file) for the one VM it manages."""
+    return (f"SUSHY_EMULATOR_LISTEN_IP = {vm.bmc!r}\n"
+            f"SUSHY_EMULATOR_LISTEN_PORT = {BMC_PORT}\n"
+            f"SUSHY_EMULATOR_SSL_CERT = {str(cert)!r}\n"
+            f"SUSHY_EMULATOR_SSL_KEY = {str(key)!r}\n"
+            f"SUSHY_EMULATOR_AUTH_FILE = {str(auth_file)!r}\n"
+            f"SUSHY_EMULATOR_LIBVIRT_URI = {LIBVIRT_URI!r}\n"
+            f"SUSHY_EMULATOR_ALLOWED_INSTANCES = [{vm.uuid!r}, {vm.name!r}]\n")
+
+
+# Paths and commands
+
+
+def _ensure_ca() -> None:
+    directory = ca_dir()
+    if (directory / "ca.pem").exists():
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    _run("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-keyout", str(directory / "ca.key"), "-out", str(directory / "ca.pem"),
+         "-days", "3650", "-subj", "/CN=racklift lab BMC CA",
+         "-addext", "basicConstraints=critical,CA:TRUE",
+         "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+
+
+def _ensure_cert(rack: Vrack, vm: VmPlan) -> tuple[Path, Path]:
+    directory = vm_dir(rack, vm.name)
+    cert, key = directory / "bmc.pem", directory / "bmc.key"
+    if cert.exists() and key.exists():
+        return cert, key
+    csr, ext = directory / "bmc.csr", directory / "bmc.ext"
+    _run("openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-keyout", str(key), "-out", str(csr), "-subj", f"/CN={vm.name}-bmc")
+    ext.write_text(f"subjectAltName=IP:{vm.bmc}\nbasicConstraints=CA:FALSE\n"
+                   "keyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n"
+                   "authorityKeyIdentifier=keyid\nsubjectKeyIdentifier=hash\n")
+    _run("openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca_bundle()),
+         "-CAkey", str(ca_dir() / "ca.key"), "-CAcreateserial", "-days", "825",
+         "-extfile", str(ext), "-out", str(cert))
+    csr.unlink()
+    ext.unlink()
+    return cert, key
+
+
+def _password_file(rack: Vrack) -> Path:
+    return vrack_dir(rack) / "bmc-password"
+
+
+def bmc_password(rack: Vrack = LAB) -> str:
+    """The lab BMCs' password (made once per rack; mode 0600)."""
+    path = _password_file(rack)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_urlsafe(18))
+    return path.read_text().strip()
+
+
+def _auth_file(rack: Vrack) -> Path:
+    """htpasswd for the emulators (sushy-tools accepts bcrypt entries only)."""
+    import bcrypt  # sushy-tools' dependency: present wherever the virtual rack can run
+
+    path = vrack_dir(rack) / "bmc-htpasswd"
+    password = bmc_password(rack).encode()
+    if path.exists():
+        _, digest = path.read_text().strip().split(":", 1)
+        if bcrypt.checkpw(password, digest.encode()):
+            return path
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(f"{BMC_USERNAME}:{bcrypt.hashpw(password, bcrypt.gensalt()).decode()}\n")
+    return path
+
+
+# VMs and their BMC emulators
+
+
+SUSHY = b"sushy-emulator"
+
+
+def _emulator_pid(rack: Vrack, name: str) -> int | None:
+    return _process_pid(vm_dir(rack, name) / "bmc.pid", SUSHY)
+
+
+def _bmc_answers(vm: VmPlan) -> bool:
+    try:  # the service root answers without credentials, as on real BMCs
+        return requests.get(f"https://{vm.bmc}:{BMC_PORT}/redfish/v1", timeout=2,
+                            verify=str(ca_bundle())).ok
+    except requests.RequestException:
+        return False
+
+
+def _ensure_emulator(rack: Vrack, vm: VmPlan, auth_file: Path) -> bool:
+    if _emulator_pid(rack, vm.name) is not None:
+        return False
+    program = Path(sys.executable).with_name("sushy-emulator")
+    if not program.exists():
+        raise LabError(f"{program} not found: install racklift's dev extra "
+                       "(pip install -e '.[dev]'), which brings sushy-tools")
+    directory = vm_dir(rack, vm.name)
+    cert, key = _ensure_cert(rack, vm)
+    config = directory / "bmc.conf"
+    config.write_text(emulator_config(vm, cert, key, auth_file))
+    _spawn(f"BMC emulator of {vm.name} at https://{vm.bmc}:{BMC_PORT}",
+           [str(program), "--config", str(config)], directory / "bmc.pid",
+           lambda: _bmc_answers(vm))
+    return True

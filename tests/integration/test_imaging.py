@@ -31,6 +31,7 @@ from racklift.lab import hosts as lab_hosts
 from racklift.lab import vrack
 from racklift.netbox.reader import Selection
 from racklift.pipeline import image as imaging
+from racklift.pipeline import image_plan
 from racklift.pipeline.model import FAILED, STAGED
 from racklift.pipeline.plan import REIMAGE, Options
 from racklift.pipeline.progress import Progress
@@ -161,7 +162,7 @@ def test_new_vm_imaged_while_bmc_and_mac_failures_stay_per_host(netbox, rack, im
     (ip,) = netbox.get_all("ipam/ip-addresses", {"address": f"{silent_vm.bmc}/32"})
     netbox.update("ipam/ip-addresses", [{"id": ip["id"], "address": SILENT_BMC}])
     vrack.set_vm_mac(RACK, swapped_vm.name, SWAPPED_MAC)
-    options = imaging.ImagingOptions(timeouts=imaging.Timeouts(dhcp=60, deploy=600, ssh=300),
+    options = imaging.ImagingOptions(timeouts=image_plan.Timeouts(dhcp=60, deploy=600, ssh=300),
                                      extravars=OPTIONS.extravars, inventory=(str(extra),))
     try:
         result, lines = _run(netbox, [v.name for v in rack.vms[:4]], Options(until="image"),
@@ -222,7 +223,7 @@ def test_reimage_gives_a_new_boot_id_and_a_corrupted_image_is_refused(netbox, ra
     shutil.copyfile(f"{image.path}.sha256", corrupt / "disk.raw.gz.sha256")
     bad = diskimage.DiskImage(image.name, "0badc0de0badc0de", corrupt, image.sha256,
                               image.size, image.raw_size, 0, True)
-    options = imaging.ImagingOptions(timeouts=imaging.Timeouts(dhcp=120, deploy=600, ssh=300),
+    options = imaging.ImagingOptions(timeouts=image_plan.Timeouts(dhcp=120, deploy=600, ssh=300),
                                      extravars=OPTIONS.extravars,
                                      images={corrupt_vm.name: bad})
     result, _ = _run(netbox, [imaged_vm.name, corrupt_vm.name],

@@ -17,6 +17,7 @@ from racklift.ansible import HostEvent, PlaybookResult
 from racklift.imaging import diskimage, ramdisk
 from racklift.netbox.model import ExpectedHost
 from racklift.pipeline import image as imaging
+from racklift.pipeline import image_plan
 from racklift.pipeline.progress import Progress
 
 IMAGE = diskimage.DiskImage(diskimage.IMAGE_NAME, "0123456789abcdef", Path("/x"), "0" * 64, 1, 1,
@@ -65,12 +66,12 @@ def test_the_os_image_comes_from_the_desired_state_with_its_one_default() -> Non
 
 def test_the_dhcp_wait_is_the_device_types_boot_timeout_unless_the_run_sets_one() -> None:
     hgx = target(boot_timeout=900)
-    assert imaging.dhcp_timeout(hgx, imaging.Timeouts()) == 900
-    assert imaging.dhcp_timeout(hgx, imaging.Timeouts(dhcp=60)) == 60
+    assert imaging.dhcp_timeout(hgx, image_plan.Timeouts()) == 900
+    assert imaging.dhcp_timeout(hgx, image_plan.Timeouts(dhcp=60)) == 60
     # The reboot into the image goes through the POST again: the slowest type's, then the
     # image's own boot.
-    assert imaging.ssh_timeout([target(), hgx], imaging.Timeouts(ssh=300)) == 1200
-    assert imaging.Timeouts().ssh + 180 == 600  # a VM: as long as before
+    assert imaging.ssh_timeout([target(), hgx], image_plan.Timeouts(ssh=300)) == 1200
+    assert image_plan.Timeouts().ssh + 180 == 600  # a VM: as long as before
 
 
 def test_boot_server_clock_from_the_facts_gathered_on_it() -> None:
@@ -127,7 +128,7 @@ MARKER = f'{{"name": "{IMAGE.name}", "build_id": "{IMAGE.build_id}"}}\n'
 
 
 def test_the_check_reads_boot_id_nonce_and_marker_in_their_order() -> None:
-    assert imaging.parse_check(f"{BOOT_ID}\n{NONCE}\n{MARKER}") == imaging.Found(
+    assert imaging.parse_check(f"{BOOT_ID}\n{NONCE}\n{MARKER}") == image_plan.Found(
         BOOT_ID, NONCE, {"name": IMAGE.name, "build_id": IMAGE.build_id})
     # No nonce file on the disk: image_check.yml leaves its line empty.
     assert imaging.parse_check(f"{BOOT_ID}\n\n{MARKER}").nonce == ""

@@ -11,7 +11,7 @@ import pytest
 from helpers import load_script
 from racklift.imaging import diskimage
 from racklift.paths import REPO_ROOT
-from racklift.pipeline import image as imaging
+from racklift.pipeline import image_plan as imaging
 
 JOURNAL = """\
 1796056589.402421 boot-v91 dnsmasq-dhcp[870]: 1621730575 DHCPDISCOVER(rltest0) 02:52:4c:01:60:01

@@ -20,7 +20,7 @@ from racklift.netbox.client import NetBox
 from racklift.netbox.model import ExpectedHost
 from racklift.netbox.reader import Selection, read_hosts
 from racklift.pipeline import lock, report
-from racklift.pipeline.image import imaging_problems
+from racklift.pipeline.image_plan import imaging_problems
 from racklift.pipeline.model import (
     FAILED,
     INTERRUPTED,

@@ -68,6 +68,8 @@ class HostFacts:
     kernel_events: tuple[KernelEvent, ...] = ()
     container_check: ContainerCheck | None = None  # verify's container check; None: not run
     not_collected: tuple[str, ...] = ()  # outputs missing or failed, with the reason
+    # Tools that failed part-way, with what they said; the facts printed before are used.
+    partial: tuple[str, ...] = ()
 
     def nic(self, name: str) -> NICFacts | None:
         return next((n for n in self.nics if n.name == name), None)
@@ -93,16 +95,35 @@ def _nvidia(bundle: Bundle, missing: list[str]) -> tuple[NvidiaSmiFacts | None, 
     if out is None:
         missing.append("nvidia-smi-q-x.xml: not collected")
         return None, "nvidia-smi output not collected"
-    if not out.ok:
+    try:
+        # A GPU NVML cannot reach fails the run, yet the others are listed (and the lost one
+        # named): read what it printed whatever its exit code.
+        facts = _contained("nvidia-smi-q-x.xml", parsers.parse_nvidia_smi_xml,
+                           f"{out.stdout}\n{out.stderr}")
+    except parsers.ParseError as exc:
+        if out.ok:
+            return None, str(exc)
         message = (out.stdout or out.stderr).strip().splitlines()
         reason = message[0] if message else f"exit {out.rc}"
-        if out.rc == 127:
-            reason = "nvidia-smi is not installed"
-        return None, reason
+        return None, "nvidia-smi is not installed" if out.rc == 127 else reason
+    return facts, None
+
+
+def _ibstat(bundle: Bundle, missing: list[str], partial: list[str]) -> list[HCAPortFacts]:
+    """ibstat's ports; one that stopped at a CA it could not read gives the CAs before it, and
+    its error goes to ``partial``."""
+    out = bundle.output("ibstat.txt")
+    if out is None or out.ok:
+        return _parsed(parsers.parse_ibstat, bundle, "ibstat.txt", missing, [])
+    text = f"{out.stdout}\n{out.stderr}"
+    failure = parsers.ibstat_failure(text) or f"exit {out.rc}"
     try:
-        return _contained("nvidia-smi-q-x.xml", parsers.parse_nvidia_smi_xml, out.stdout), None
+        ports = _contained("ibstat.txt", parsers.parse_ibstat, text)
     except parsers.ParseError as exc:
-        return None, str(exc)
+        missing.append(f"ibstat.txt: exit {out.rc}: {exc}")
+        return []
+    partial.append(f"ibstat.txt: exit {out.rc}: {failure}")
+    return ports
 
 
 def _ip_entries(text: str, kind: str) -> list[dict[str, Any]]:
@@ -229,9 +250,10 @@ def _sysfs_ports(sysfs: dict[str, str], missing: list[str]) -> list[HCAPortFacts
 
 def from_bundle(bundle: Bundle) -> HostFacts:
     missing: list[str] = []
+    partial: list[str] = []
     nvidia, nvidia_error = _nvidia(bundle, missing)
     pci = _parsed(parsers.parse_lspci, bundle, "lspci.txt", missing, [])
-    ports = _parsed(parsers.parse_ibstat, bundle, "ibstat.txt", missing, [])
+    ports = _ibstat(bundle, missing, partial)
     if not ports:
         # No infiniband-diags on the host: the kernel's view is as good for state and rate.
         ports = _sysfs_ports(bundle.sysfs, missing)
@@ -258,4 +280,5 @@ def from_bundle(bundle: Bundle) -> HostFacts:
         container_check=(_parsed(parse_container_check, bundle, CONTAINER_CHECK, missing, None)
                          if bundle.output(CONTAINER_CHECK) else None),
         not_collected=tuple(missing),
+        partial=tuple(partial),
     )

@@ -22,7 +22,7 @@ class _Facts:
 
 @dataclass(frozen=True, slots=True)
 class SystemFacts(_Facts):
-    """DMI type 1 (System Information) and type 0 (BIOS Information)."""
+    """DMI type 1 (System Information), type 0 (BIOS), type 2 (board), type 3 (chassis)."""
 
     vendor: str | None
     product: str | None
@@ -37,6 +37,10 @@ class SystemFacts(_Facts):
     board_vendor: str | None = None
     board_product: str | None = None
     board_serial: str | None = None
+    # The chassis serial is what some vendors print on the label (and operators record in
+    # NetBox), where the system serial is left to a placeholder.
+    chassis_serial: str | None = None
+    chassis_asset_tag: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +93,7 @@ class NvidiaSmiFacts(_Facts):
     gpus: tuple[GPUFacts, ...]
     errors: tuple[str, ...]  # lines nvidia-smi printed around the XML
     schema: str | None = None  # DTD name, e.g. "nvsmi_device_v12.dtd"
+    lost_gpus: tuple[str, ...] = ()  # bus ids of GPUs it could not reach (named in errors)
 
     def gpu_by_bus_id(self, bus_id: str) -> GPUFacts | None:
         wanted = bus_id.lower()
@@ -135,8 +140,8 @@ class PCIDeviceFacts(_Facts):
 class KernelEvent(_Facts):
     """A hardware error line of the kernel log."""
 
-    kind: str  # "xid" | "sxid" | "aer"
-    code: int | None  # Xid / SXid number; None for AER
+    kind: str  # "xid" | "sxid" | "aer" | "nvrm" (a driver message without an Xid)
+    code: int | None  # Xid / SXid number; None for AER and NVRM
     device: str | None  # PCI address (as printed) or NVSwitch id
     message: str
     timestamp: float | None  # seconds since boot, from "[ 1234.567890]"
@@ -145,6 +150,8 @@ class KernelEvent(_Facts):
     wallclock: str | None = None  # "2025-02-23T16:24:18" from dmesg -T (local time)
     name: str | None = None  # short name of the Xid / AER class
     notes: tuple[str, ...] = field(default_factory=tuple)
+    caused_by: int | None = None  # the Xid whose recovery caused this one ("caused by previous")
+    endpoint: str | None = None  # AER: the driver and device that could not recover
 
 
 @dataclass(frozen=True, slots=True)

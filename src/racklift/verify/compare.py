@@ -63,7 +63,22 @@ def gpu_slots(expected: ExpectedHost) -> list[ExpectedGPU]:
 
 def compare(expected: ExpectedHost, facts: HostFacts) -> list[Mismatch]:
     return [*_identity(expected, facts), *_gpus(expected, facts), *_hcas(expected, facts),
-            *_interfaces(expected, facts), *_software(expected, facts)]
+            *_interfaces(expected, facts), *_software(expected, facts), *_partial(facts)]
+
+
+# What a tool that stopped part-way says about the host, by output.
+_PARTIAL_HINTS = {
+    "ibstat.txt": "ibstat stopped at a CA it could not read (a device that vanished while it "
+                  "ran): check the kernel log for mlx5 errors, reseat or replace that HCA",
+}
+
+
+def _partial(facts: HostFacts) -> Iterator[Mismatch]:
+    for failure in facts.partial:
+        output, _, said = failure.partition(": ")
+        yield Mismatch(f"tools.{output.split('.')[0]}", "completes", said, CRITICAL,
+                       _PARTIAL_HINTS.get(output, f"{output} failed part-way: run it on the "
+                                          "host and read its error"))
 
 
 def identity(expected: ExpectedHost, facts: HostFacts) -> list[Mismatch]:
@@ -79,7 +94,8 @@ def _identity(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
         yield Mismatch("system.serial", expected.serial, None, CRITICAL,
                        "dmidecode gave no system information: run it on the host as root")
         return
-    if not _same(system.serial, expected.serial):
+    if not _same(system.serial, expected.serial) and not _same(system.chassis_serial,
+                                                                 expected.serial):
         yield Mismatch("system.serial", expected.serial, system.serial, CRITICAL,
                        "this is not the chassis NetBox records here: check the host's "
                        "cabling/BMC mapping, or correct the serial in NetBox")
@@ -108,6 +124,10 @@ def _gpus(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
         yield Mismatch("gpus.count", want, len(seen), CRITICAL,
                        "GPUs missing (fallen off the bus, or not seated): check `nvidia-smi`, "
                        "the kernel log for Xid 79, reseat or RMA")
+    for bus in facts.nvidia.lost_gpus:
+        yield Mismatch(f"gpus.lost[{bus}]", "answering", "no device handle", CRITICAL,
+                       f"nvidia-smi cannot reach the GPU at {bus} (fallen off the bus or "
+                       "failed): check the kernel log for Xid 79, reseat or RMA it")
     slots = gpu_slots(expected)
     for slot, gpu in zip(slots, seen, strict=False):
         if not _same(gpu.name, slot.part_id):

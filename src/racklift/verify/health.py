@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from racklift.facts.host import HostFacts
-from racklift.facts.model import GPUFacts
+from racklift.facts.model import GPUFacts, KernelEvent
 from racklift.netbox.model import ExpectedHost
 from racklift.verify.check import CRITICAL, OK, UNKNOWN, WARNING, Check, CheckResult
 from racklift.verify.containers import registry_mirror
@@ -71,6 +71,19 @@ def persistence(gpus: tuple[GPUFacts, ...]) -> tuple[str, str]:
     return OK, "persistence mode on"
 
 
+def _event_text(e: KernelEvent) -> str:
+    """"XID 79 on 0000:91:00: ...", "AER on nvidia 0000:03:00.0 (reported by 0000:00:03.0):
+    ...", "XID 45 on 0000:dc:00 (caused by Xid 149): ..."."""
+    where = e.endpoint or e.device or "?"
+    port = next((n.removeprefix("reported by ") for n in e.notes if n.startswith("reported by")),
+                None)
+    also = [f"reported by {port}"] if port else []
+    also += [f"caused by Xid {e.caused_by}"] if e.caused_by is not None else []
+    code = f" {e.code}" if e.code is not None else ""
+    return (f"{e.kind.upper()}{code} on {where}"
+            f"{f' ({', '.join(also)})' if also else ''}: {e.message}")
+
+
 def kernel_log(expected: ExpectedHost, facts: HostFacts) -> CheckResult:
     name = "kernel.gpu_errors"
     if any(n.startswith("dmesg.txt") for n in facts.not_collected):
@@ -78,9 +91,7 @@ def kernel_log(expected: ExpectedHost, facts: HostFacts) -> CheckResult:
     critical = [e for e in facts.kernel_events if e.severity == "critical"]
     warnings = [e for e in facts.kernel_events if e.severity == "warning"]
     if critical:
-        return CheckResult(name, CRITICAL, "; ".join(
-            f"{e.kind.upper()} {e.code or ''} on {e.device or '?'}: {e.message}".strip()
-            for e in critical[:5]))
+        return CheckResult(name, CRITICAL, "; ".join(map(_event_text, critical[:5])))
     if warnings:
         return CheckResult(name, WARNING, f"{len(warnings)} non-fatal events, first: "
                            f"{warnings[0].line.strip()}")

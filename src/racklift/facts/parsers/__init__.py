@@ -21,18 +21,25 @@ from racklift.facts.parsers.common import (
 )
 from racklift.facts.parsers.dmidecode import parse_dmidecode, parse_dmidecode_string
 from racklift.facts.parsers.infiniband import (
+    ibstat_failure,
     parse_ibstat,
     parse_ibv_devinfo,
     parse_sysfs_infiniband,
 )
 from racklift.facts.parsers.kernel_log import parse_dmesg
 from racklift.facts.parsers.lspci import nvidia_gpus_on_pci, parse_lspci
-from racklift.facts.parsers.nvidia_smi import parse_nvidia_smi_csv, parse_nvidia_smi_xml
+from racklift.facts.parsers.nvidia_smi import (
+    lost_gpus,
+    parse_nvidia_smi_csv,
+    parse_nvidia_smi_xml,
+)
 from racklift.facts.parsers.system import parse_lscpu_json, parse_meminfo, parse_os_release
 
 __all__ = [
     "ParseError",
+    "ibstat_failure",
     "load_json",
+    "lost_gpus",
     "normalize_guid",
     "normalize_pci_address",
     "nvidia_gpus_on_pci",

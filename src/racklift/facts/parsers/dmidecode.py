@@ -13,12 +13,13 @@ _DMI_PLACEHOLDERS = frozenset(s.lower() for s in (
     "Not Applicable", "Not Present", "Not Settable", "Default string", "Default String",
     "0123456789", "1234567890", "123456789", "System Serial Number", "System Product Name",
     "System manufacturer", "System Version", "Type1ProductConfigId", "OEM", "O.E.M.",
-    "None", "N/A", "NA", "Unknown", "Invalid", "XXXXXXXXXX", "0", "00000000",
+    "None", "N/A", "NA", "Unknown", "Invalid", "XXXXXXXXXX", "0", "00000000", "No Asset Tag",
     "00000000-0000-0000-0000-000000000000", "FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF",
 ))
 
 _DMI_HANDLE = re.compile(r"^Handle 0x[0-9A-Fa-f]+, DMI type ([0-9]+),")
-_DMI_TITLES = {"BIOS Information": 0, "System Information": 1, "Base Board Information": 2}
+_DMI_TITLES = {"BIOS Information": 0, "System Information": 1, "Base Board Information": 2,
+               "Chassis Information": 3}
 
 
 def _dmi_value(value: str | None) -> str | None:
@@ -64,7 +65,8 @@ def _dmi_records(text: str) -> list[tuple[int | None, str, dict[str, str]]]:
 
 
 def parse_dmidecode(text: str) -> SystemFacts:
-    """``dmidecode`` / ``dmidecode -t system`` / ``-t bios,system``: DMI types 0, 1 and 2.
+    """``dmidecode`` / ``-t system`` / ``-t bios,system`` / ``-t 3``: DMI types 0 to 3 (a
+    chassis record alone gives the chassis serial and asset tag, the rest None).
 
     OEM placeholders ("To Be Filled By O.E.M.", "Default string", "0123456789", ...) are
     None. The UUID is lower-cased, as the kernel shows it in sysfs.
@@ -81,6 +83,7 @@ def parse_dmidecode(text: str) -> SystemFacts:
         if dmi_type is not None:
             by_type.setdefault(dmi_type, fields)  # the first record of each type
     system, bios, board = by_type.get(1, {}), by_type.get(0, {}), by_type.get(2, {})
+    chassis = by_type.get(3, {})
     uuid = _dmi_value(system.get("UUID"))
     return SystemFacts(
         vendor=_dmi_value(system.get("Manufacturer")),
@@ -96,6 +99,8 @@ def parse_dmidecode(text: str) -> SystemFacts:
         board_vendor=_dmi_value(board.get("Manufacturer")),
         board_product=_dmi_value(board.get("Product Name")),
         board_serial=_dmi_value(board.get("Serial Number")),
+        chassis_serial=_dmi_value(chassis.get("Serial Number")),
+        chassis_asset_tag=_dmi_value(chassis.get("Asset Tag")),
     )
 
 

@@ -91,21 +91,33 @@ _IBSTAT_PORT_KEYS = {"State": "state", "Physical state": "phys_state",
                      "Link layer": "link_layer", "Port GUID": "port_guid"}
 
 
+def ibstat_failure(text: str) -> str | None:
+    """ibstat's fatal error, when it printed one ("ibpanic: [pid] main: stat of IB device
+    'mlx5_8' failed: No such file or directory"): it stops at the first CA it cannot read, after
+    printing the ones before it."""
+    return next((line.strip() for line in text_lines(text)
+                 if line.strip().startswith("ibpanic:")), None)
+
+
 def parse_ibstat(text: str, ca: str | None = None) -> list[HCAPortFacts]:
     """``ibstat`` (all CAs), ``ibstat CA`` or ``ibstat CA PORT`` (pass ``ca`` for the last).
 
     One :class:`HCAPortFacts` per port, Ethernet (RoCE) ports included; "Rate: 400" and
-    "Rate: 400 (NDR)" both give 400.
+    "Rate: 400 (NDR)" both give 400. Output that ends in an ``ibpanic:`` (see
+    :func:`ibstat_failure`) gives the ports printed before it; only a panic alone is an error.
     """
     current_ca: dict[str, Any] = {"name": ca}
     ports: list[_PortBuilder] = []
     port: _PortBuilder | None = None
+    seen_ca = False
     for raw in text_lines(text):
         line = raw.strip()
-        if line.startswith("ibpanic:"):  # ibstat's fatal error ("stat of IB device failed")
-            raise ParseError("ibstat", line)
+        if line.startswith("ibpanic:"):
+            if not ports and not seen_ca:
+                raise ParseError("ibstat", line)
+            break
         if m := _IBSTAT_CA.match(line):
-            current_ca, port = {"name": m.group(1)}, None
+            current_ca, port, seen_ca = {"name": m.group(1)}, None, True
             continue
         if m := _IBSTAT_PORT.match(line):
             port = _PortBuilder(current_ca, to_int(m.group(1), "ibstat", "port") or 0)
@@ -123,7 +135,7 @@ def parse_ibstat(text: str, ca: str | None = None) -> list[HCAPortFacts]:
             port.fields["rate"] = to_int(value, "ibstat", key)
         elif port is not None and key == "Base lid":
             port.fields["base_lid"] = to_int(value, "ibstat", key)
-    if not ports and not any(_IBSTAT_CA.match(ln.strip()) for ln in text_lines(text)):
+    if not ports and not seen_ca:
         raise ParseError("ibstat", "no \"CA '...'\" or \"Port N:\" lines")
     return [p.build() for p in ports]
 

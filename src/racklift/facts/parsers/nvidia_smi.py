@@ -153,12 +153,30 @@ def _gpu_facts(index: int, gpu: ET.Element) -> GPUFacts:
     )
 
 
+# What nvidia-smi prints for a GPU NVML cannot open (one fallen off the bus, say), next to the
+# GPUs that answered: "Unable to determine the device handle for GPU 0000:0B:00.0: Unknown
+# Error" (some versions leave out the space before the address).
+_LOST = re.compile(r"Unable to determine the device handle for GPU ?"
+                   r"(?P<bus>[0-9a-fA-F]{1,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\b")
+
+
+def lost_gpus(lines: Iterable[str]) -> tuple[str, ...]:
+    """The bus ids, normalized, of the GPUs nvidia-smi says it cannot reach."""
+    found = (normalize_pci_address(m.group("bus")) for line in lines if (m := _LOST.search(line)))
+    return tuple(dict.fromkeys(bus for bus in found if bus))
+
+
 def parse_nvidia_smi_xml(text: str) -> NvidiaSmiFacts:
     """``nvidia-smi -q -x``: driver, CUDA and one :class:`GPUFacts` per ``<gpu>`` listed.
 
     ``attached_gpus`` is what the header says; a GPU that NVML cannot reach is counted there
-    but not listed, and nvidia-smi then prints why after the document (``errors``).
+    but not listed, and nvidia-smi then prints why around the document (``errors``); the ones
+    it names by bus id are ``lost_gpus``. No document, only such lines: every GPU is lost.
     """
+    lines = [ln.strip() for ln in text_lines(text) if ln.strip()]
+    if not _XML_START.search(text) and (lost := lost_gpus(lines)):
+        return NvidiaSmiFacts(driver_version=None, cuda_version=None, attached_gpus=len(lost),
+                              gpus=(), errors=tuple(lines), lost_gpus=lost)
     document, around = _split_xml(text)
     dtd = _DTD.search(document)
     try:
@@ -180,6 +198,7 @@ def parse_nvidia_smi_xml(text: str) -> NvidiaSmiFacts:
         gpus=gpus,
         errors=tuple(around),
         schema=dtd.group(1) if dtd else None,
+        lost_gpus=lost_gpus(around),
     )
 
 

@@ -82,6 +82,9 @@ def test_a_gpu_nvidia_smi_cannot_reach_comes_out_by_its_bus_id_beside_the_others
     alone = parse_nvidia_smi_xml("Unable to determine the device handle for GPU0000:20:00.0: "
                                  "Unknown Error\n")
     assert (alone.gpus, alone.lost_gpus) == ((), ("0000:20:00.0",))
+    with pytest.raises(ParseError, match="no <nvidia_smi_log> document"):  # quoted in prose
+        parse_nvidia_smi_xml("nvidia-smi said: Unable to determine the device handle for GPU "
+                             "0000:0B:00.0: Unknown Error\nand then it hung\n")
 
 
 def test_the_gate_names_the_lost_gpu_whatever_nvidia_smis_exit_code():

@@ -171,10 +171,12 @@ def parse_nvidia_smi_xml(text: str) -> NvidiaSmiFacts:
 
     ``attached_gpus`` is what the header says; a GPU that NVML cannot reach is counted there
     but not listed, and nvidia-smi then prints why around the document (``errors``); the ones
-    it names by bus id are ``lost_gpus``. No document, only such lines: every GPU is lost.
+    it names by bus id are ``lost_gpus``. No document, nothing but such lines: every GPU is
+    lost.
     """
     lines = [ln.strip() for ln in text_lines(text) if ln.strip()]
-    if not _XML_START.search(text) and (lost := lost_gpus(lines)):
+    lost = lost_gpus(lines)
+    if not _XML_START.search(text) and lost and len(lost) == len(lines):
         return NvidiaSmiFacts(driver_version=None, cuda_version=None, attached_gpus=len(lost),
                               gpus=(), errors=tuple(lines), lost_gpus=lost)
     document, around = _split_xml(text)

@@ -28,6 +28,7 @@ def test_healthy_host_passes_with_zero_mismatches():
 # fault → (the mismatch field or check name that must catch it, its severity / status)
 CAUGHT_BY = {
     "gpu-missing": ("gpus.count", compare.CRITICAL),
+    "gpu-lost": ("gpus.lost[0000:ab:00.0]", compare.CRITICAL),
     "ecc-uncorrected": ("gpu.ecc", health.CRITICAL),
     "xid-79": ("kernel.gpu_errors", health.CRITICAL),
     "pcie-degraded": ("gpu.pcie_link", health.CRITICAL),

@@ -635,6 +635,8 @@ def _check_driver(p: hwemu.Profile) -> bool:
 
 FAULT_CHECKS: dict[str, Callable[[hwemu.Profile, hwemu.Profile], bool]] = {
     "gpu-missing": lambda p, _h: _check_gpu_missing(p),
+    "gpu-lost": lambda p, _h: "Unable to determine the device handle for GPU 0000:AB:00.0: "
+                              "Unknown Error\n" in hwemu.nvidia_smi_xml(p),
     "gpu-serial-changed": _check_serial,
     "ecc-uncorrected": lambda p, _h: _check_ecc(p),
     "xid-79": lambda p, _h: _check_xid(p),
@@ -922,6 +924,19 @@ def test_lab_cli_without_driver_exits_9(lab_host: dict, profile: hwemu.Profile) 
         assert res.stdout.splitlines()[0] == (
             "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
             "Make sure that the latest NVIDIA driver is installed and running.")
+
+
+def test_lab_cli_with_a_lost_gpu_names_it_and_exits_15(lab_host: dict,
+                                                       profile: hwemu.Profile) -> None:
+    hwemu.save_profile(hwemu.inject(profile, "gpu-lost"), str(lab_host["profile"]))
+    line = "Unable to determine the device handle for GPU 0000:AB:00.0: Unknown Error"
+    xml = lab_host["run"]("nvidia-smi", "-q", "-x")
+    assert xml.returncode == 15 and xml.stdout.startswith(line + "\n<?xml")
+    assert len(ET.fromstring(xml.stdout.split("\n", 1)[1]).findall("gpu")) == 7
+    summary = lab_host["run"]("nvidia-smi")
+    assert (summary.returncode, summary.stdout) == (15, line + "\n")
+    listing = lab_host["run"]("nvidia-smi", "-L").stdout.splitlines()
+    assert listing[5] == line and len(listing) == 8
 
 
 def test_hwemu_imports_only_stdlib_and_itself() -> None:

@@ -233,12 +233,15 @@ def test_xml_driver_missing_message_is_in_the_error() -> None:
 
 
 def _check_xml_against_profile(smi, p: hwemu.Profile) -> None:
-    """The parse says exactly what the profile the output was rendered from says."""
+    """The parse says exactly what the profile the output was rendered from says: a lost GPU
+    counted, named by bus id and not listed."""
+    listed = [g for g in p.gpus if not g.lost]
+    lost = tuple(g.pci_bus_id[4:].lower() for g in p.gpus if g.lost)
     assert smi.driver_version == p.driver_version
     assert smi.cuda_version == p.cuda_version
-    assert smi.attached_gpus == len(p.gpus) == len(smi.gpus)
-    assert smi.errors == ()
-    for facts, gpu in zip(smi.gpus, p.gpus, strict=True):
+    assert smi.attached_gpus == len(p.gpus) and len(smi.gpus) == len(listed)
+    assert smi.lost_gpus == lost and len(smi.errors) == len(lost)
+    for facts, gpu in zip(smi.gpus, listed, strict=True):
         assert facts.serial == gpu.serial
         assert facts.uuid == gpu.uuid
         assert facts.pci_bus_id == gpu.pci_bus_id[4:].lower()
@@ -348,8 +351,9 @@ def test_csv_emulator_noheader_nounits_every_fault(
               "ecc.errors.uncorrected.volatile.total", "memory.total"]
     text = hwemu.nvidia_smi_query(p, fields, noheader=True, nounits=True)
     rows = parse_nvidia_smi_csv(text, fields=fields)
-    assert len(rows) == len(p.gpus)
-    for row, gpu in zip(rows, p.gpus, strict=True):
+    listed = [g for g in p.gpus if not g.lost]  # a lost GPU's line is no row
+    assert len(rows) == len(listed)
+    for row, gpu in zip(rows, listed, strict=True):
         assert row == {
             "index": str(gpu.index), "serial": gpu.serial,
             "pcie.link.width.current": str(gpu.pcie_link_width_current),

@@ -211,7 +211,8 @@ _CSV_FAILURES = ("is not a valid field to query", "NVIDIA-SMI has failed", "No d
 
 
 def _csv_rows(text: str) -> list[list[str]]:
-    rows = [ln for ln in text_lines(text) if ln.strip()]
+    # A lost GPU's "Unable to determine the device handle ..." line is no row.
+    rows = [ln for ln in text_lines(text) if ln.strip() and not _LOST.search(ln)]
     # nvidia-smi separates with ", " and never quotes; csv also copes with a stray quote, and
     # refuses a cell over its field size limit (csv.Error, which is no ValueError).
     try:

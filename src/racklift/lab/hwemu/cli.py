@@ -58,11 +58,22 @@ def _opt_value(args: list[str], i: int) -> tuple[str, int]:
 NVSMI_BAD_ARGS = "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n\n"
 
 
+# nvidia-smi's exit code when a GPU is lost ("fallen off the bus or otherwise inaccessible").
+NVSMI_GPU_LOST = 15
+
+
 def _cli_nvidia_smi(p: Profile, args: list[str]) -> str:
     # Without a driver package a real host has no nvidia-smi at all; this link stays in PATH,
     # so it answers as nvidia-smi does when no driver is loaded.
     if not p.driver_version:
         raise _Exit(9, NVIDIA_SMI_NO_DRIVER + "\n\n")
+    output = _nvidia_smi_output(p, args)
+    if any(g.lost for g in p.gpus) and "--version" not in args:
+        raise _Exit(NVSMI_GPU_LOST, output)
+    return output
+
+
+def _nvidia_smi_output(p: Profile, args: list[str]) -> str:
     query = xml = list_gpus = version = False
     query_gpu: str | None = None
     fmt: str | None = None

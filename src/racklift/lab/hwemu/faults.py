@@ -30,6 +30,12 @@ def _gpu_missing(p: Profile) -> None:
     p.gpus = [g for g in p.gpus if g.index != 7]
 
 
+def _gpu_lost(p: Profile) -> None:
+    g = _gpu(p, 5)
+    if g is not None:
+        g.lost = True
+
+
 def _gpu_serial_changed(p: Profile) -> None:
     g = _gpu(p, 3)
     if g is not None:
@@ -129,6 +135,7 @@ FAULTS: dict[str, Callable[[Profile], Profile]] = {
     name: _fault(name, fn)
     for name, fn in (
         ("gpu-missing", _gpu_missing),
+        ("gpu-lost", _gpu_lost),
         ("gpu-serial-changed", _gpu_serial_changed),
         ("ecc-uncorrected", _ecc_uncorrected),
         ("xid-79", _xid_79),

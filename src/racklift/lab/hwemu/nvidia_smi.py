@@ -420,8 +420,20 @@ def _select_gpus(p: Profile, ids: str | None) -> list[GPU]:
     return chosen
 
 
+def lost_lines(gpus: list[GPU]) -> str:
+    """What nvidia-smi prints for each GPU NVML cannot open (real form: a 4-digit domain)."""
+    return "".join(f"Unable to determine the device handle for GPU {g.pci_bus_id[4:]}: "
+                   "Unknown Error\n" for g in gpus if g.lost)
+
+
+def answering(gpus: list[GPU]) -> list[GPU]:
+    return [g for g in gpus if not g.lost]
+
+
 def nvidia_smi_xml(p: Profile, gpus: list[GPU] | None = None) -> str:
-    """``nvidia-smi -q -x``."""
+    """``nvidia-smi -q -x``: a lost GPU is counted in attached_gpus, named before the
+    document and left out of it."""
+    chosen = list(p.gpus) if gpus is None else gpus
     out = [
         '<?xml version="1.0" ?>',
         '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">',
@@ -431,14 +443,14 @@ def nvidia_smi_xml(p: Profile, gpus: list[GPU] | None = None) -> str:
         f"\t<cuda_version>{escape(p.cuda_version or '')}</cuda_version>",
         f"\t<attached_gpus>{len(p.gpus)}</attached_gpus>",
     ]
-    for g in p.gpus if gpus is None else gpus:
+    for g in answering(chosen):
         out.append(f"\t<gpu id={quoteattr(g.pci_bus_id)}>")
         for node in _gpu_tree(p, g):
             _xml_node(node, 2, out)
         out.append("\t</gpu>")
         out.append("")
     out.append("</nvidia_smi_log>")
-    return "\n".join(out) + "\n"
+    return lost_lines(chosen) + "\n".join(out) + "\n"
 
 
 def nvidia_smi_q(p: Profile, gpus: list[GPU] | None = None) -> str:
@@ -453,17 +465,19 @@ def nvidia_smi_q(p: Profile, gpus: list[GPU] | None = None) -> str:
         "",
         _kv("Attached GPUs", str(len(p.gpus))),
     ]
-    for g in p.gpus if gpus is None else gpus:
+    chosen = list(p.gpus) if gpus is None else gpus
+    for g in answering(chosen):
         out.append(f"GPU {g.pci_bus_id}")
         for node in _gpu_tree(p, g):
             _text_node(node, 4, out)
         out.append("")
-    return "\n".join(out) + "\n"
+    return lost_lines(chosen) + "\n".join(out) + "\n"
 
 
 def nvidia_smi_list(p: Profile) -> str:
-    """``nvidia-smi -L``."""
-    return "".join(f"GPU {g.index}: {g.product_name} (UUID: {g.uuid})\n" for g in p.gpus)
+    """``nvidia-smi -L``: a lost GPU's error line in its place."""
+    return "".join(lost_lines([g]) if g.lost else
+                   f"GPU {g.index}: {g.product_name} (UUID: {g.uuid})\n" for g in p.gpus)
 
 
 def _volatile_uncorrected(g: GPU) -> int:
@@ -478,6 +492,8 @@ def _aggregate_uncorrected(g: GPU) -> int:
 
 def nvidia_smi_summary(p: Profile) -> str:
     """``nvidia-smi`` without arguments (the R550 summary table)."""
+    if lost := lost_lines(p.gpus):
+        return lost  # as real hosts show it: the lost GPU's line, no table
     bar = "+" + "-" * 89 + "+"
     sep = "+" + "-" * 41 + "+" + "-" * 24 + "+" + "-" * 22 + "+"
     ver = (f"| NVIDIA-SMI {p.driver_version or '':<22} Driver Version: {p.driver_version or '':<14}"

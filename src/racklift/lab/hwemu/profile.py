@@ -194,6 +194,9 @@ class GPU:
     clocks_max_mem_mhz: int = 2619
     clocks_max_video_mhz: int = 1545
     voltage_mv: float = 685.0
+    # NVML cannot open it (fallen off the bus, say): nvidia-smi names it by bus id and lists the
+    # others.
+    lost: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -5,7 +5,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from .nvidia_smi import _aggregate_uncorrected, _fb_free, _volatile_uncorrected, _w, _yn
+from .nvidia_smi import (
+    _aggregate_uncorrected,
+    _fb_free,
+    _volatile_uncorrected,
+    _w,
+    _yn,
+    answering,
+    lost_lines,
+)
 from .profile import GPU, Profile
 
 _NA = "[N/A]"
@@ -201,7 +209,8 @@ def nvidia_smi_query(
             f"{name} [{QUERY_GPU_FIELDS[name][0]}]" if QUERY_GPU_FIELDS[name][0] else name
             for name in resolved
         ))
-    for g in p.gpus if gpus is None else gpus:
+    chosen = list(p.gpus) if gpus is None else gpus
+    for g in answering(chosen):
         values = []
         for name in resolved:
             unit, getter = QUERY_GPU_FIELDS[name]
@@ -210,4 +219,4 @@ def nvidia_smi_query(
                 value = value[: -len(unit) - 1]
             values.append(value)
         lines.append(", ".join(values))
-    return "\n".join(lines) + "\n"
+    return lost_lines(chosen) + "\n".join(lines) + "\n"

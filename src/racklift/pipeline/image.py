@@ -380,10 +380,16 @@ def image_hosts(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, progre
     """Image `hosts` (the pipeline's ImageStage); host name → error, None when imaged."""
     options = options or ImagingOptions()
     ident = (hosts[0].rack or "no-rack").lower() if hosts else "none"
+    if options.image is None and not (diskimage.image_dir() / "image.json").exists():
+        # Minutes the first time on a machine, and the stage is silent meanwhile otherwise.
+        progress.note(f"building the disk image {diskimage.IMAGE_NAME} "
+                      f"{diskimage.build_id()} and the deploy ramdisk (once per recipe, a few "
+                      "minutes)")
     image = options.image or diskimage.build()
     disk = ramdisk.build(image)
-    progress.note(f"image {image.name} {image.build_id} ({image.size // 2**20} MiB), "
-                  f"ramdisk {disk.build_id}")
+    progress.note(f"image {image.name} {image.build_id} ({image.size // 2**20} MiB"
+                  f"{'' if image.cached else f', built in {image.seconds:.0f} s'}), ramdisk "
+                  f"{disk.build_id}")
     with _secrets_dir() as secrets:
         run = _Run(netbox, run_dir, progress, options, secrets)
         run.errors = {h.name: None for h in hosts}

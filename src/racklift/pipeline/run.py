@@ -45,7 +45,8 @@ from racklift.pipeline.plan import (
 from racklift.pipeline.progress import Progress
 from racklift.pipeline.scheduler import is_drained
 from racklift.pipeline.state import KEEP, Transition, apply, read_stages
-from racklift.verify.run import gate, new_run_dir
+from racklift.runs import new_run_dir
+from racklift.verify.run import gate
 
 if TYPE_CHECKING:
     from racklift.pipeline.scheduler import Scheduler

@@ -18,9 +18,10 @@ from racklift.facts.host import from_bundle
 from racklift.names import is_hostname
 from racklift.netbox.model import ExpectedHost
 from racklift.netbox.reader import read_hosts
+from racklift.runs import new_run_dir
 from racklift.tasks.common import SELECTION_HELP, connect, operator_errors, selection
 from racklift.verify import report
-from racklift.verify.run import collect, new_run_dir
+from racklift.verify.run import collect
 from racklift.verify.run import verify as verify_hosts
 from racklift.verify.verdict import VERIFIED, judge
 

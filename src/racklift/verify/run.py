@@ -10,7 +10,6 @@ error, naming it.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from racklift.facts.host import HostFacts, from_bundle
 from racklift.netbox.client import NetBox
 from racklift.netbox.model import ExpectedHost
 from racklift.netbox.reader import Selection, read_hosts
+from racklift.runs import new_run_dir
 from racklift.verify.adopt import adopt
 from racklift.verify.verdict import (
     VERIFIED,
@@ -34,21 +34,6 @@ from racklift.verify.verdict import (
     skipped,
     with_holds,
 )
-
-
-def runs_dir() -> Path:
-    return Path(os.environ.get("RACKLIFT_RUNS", "runs"))
-
-
-def new_run_dir(kind: str) -> Path:
-    path = runs_dir() / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{kind}"
-    suffix = 1
-    while path.exists():
-        suffix += 1
-        path = path.with_name(f"{path.name.split('.')[0]}.{suffix}")
-    path.mkdir(parents=True)
-    return path
-
 
 COLLECT_TASK = "Run the collector on the host"
 CONTAINER_CHECK_TASK = "Run the container check on the host"

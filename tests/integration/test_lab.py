@@ -94,9 +94,13 @@ def test_every_fault_shows_in_the_real_formats_and_heals(instance, settings, net
     kinds = sorted(hardware.hwemu.FAULTS)
     hardware.inject({victim.name: kinds}, {victim.name: macs}, settings, TEST_NET)
 
-    log = ET.fromstring(out(victim, "nvidia-smi -q -x"))
+    smi = ssh(victim, "nvidia-smi -q -x")
+    lost, _, document = smi.stdout.partition("\n")
+    assert smi.returncode == 15  # gpu-lost: GPU 5 named by bus id, before the document
+    assert lost == "Unable to determine the device handle for GPU 0000:AB:00.0: Unknown Error"
+    log = ET.fromstring(document)
     gpus = log.findall("gpu")
-    assert log.findtext("attached_gpus") == "7" and len(gpus) == 7  # gpu-missing
+    assert log.findtext("attached_gpus") == "7" and len(gpus) == 6  # gpu-missing, gpu-lost
     assert log.findtext("driver_version") == "535.183.01"  # driver-version-wrong
     healthy = hardware.hwemu.generate_profile(victim.name, victim.serial, seed=1)
     assert gpus[3].findtext("serial") != healthy.gpus[3].serial  # gpu-serial-changed

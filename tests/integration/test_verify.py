@@ -85,8 +85,10 @@ def test_rerun_with_nothing_changed_writes_nothing(netbox, lab):
 
 
 ROUNDS = [  # three hosts get a fault each round; the fourth stays healthy as the control
-    {0: ("gpu-missing", {"gpus.count"}), 1: ("ib-port-down", {"ib.links"}),
-     2: ("xid-79", {"kernel.gpu_errors"})},
+    # A GPU nvidia-smi cannot reach (it exits 15, naming it): the gate reads the others and
+    # names the lost one. gpu-missing is test_gate's and test_lab's.
+    {0: ("gpu-lost", {"gpus.count", "gpus.lost[0000:ab:00.0]"}),
+     1: ("ib-port-down", {"ib.links"}), 2: ("xid-79", {"kernel.gpu_errors"})},
     {0: ("pcie-degraded", {"gpu.pcie_link"}), 1: ("ib-rate-wrong", {"interfaces.mlx5_5.rate"}),
      2: ("wrong-system-serial", {"system.serial"})},
     # Uncorrectable ECC errors on H100 also leave a row remap pending: both must be reported.
@@ -108,7 +110,7 @@ def test_each_fault_fails_its_host_and_heal_restores_it(netbox, settings, lab, f
         v = by_host[names[slot]]
         assert not v.passed, kind
         # That fault, on the right fields, and nothing else.
-        assert {line.split(":")[0] for line in v.failures} == fields, (kind, v.failures)
+        assert {line.split(": ")[0] for line in v.failures} == fields, (kind, v.failures)
     assert by_host[names[3]].passed
     assert statuses(netbox) == {names[0]: "failed", names[1]: "failed", names[2]: "failed",
                                 names[3]: "active"}

@@ -190,3 +190,17 @@ def test_a_chassis_record_alone_gives_the_chassis_serial_and_identifies_the_host
     assert not [m for m in verdict.mismatches if m.field == "system.serial"]
     other = judge(replace(expected, serial="P0000000"), host_facts.from_bundle(bundle))
     assert [m.field for m in other.mismatches if m.field == "system.serial"] == ["system.serial"]
+
+
+# ----------------------------------------------------------------- held packages
+
+def test_held_packages_count_as_installed():
+    """racklift's roles hold what they install ("hi"): the gate must see those packages. Found
+    by the whole pipeline on a VM: the held container toolkit read as missing."""
+    packages = ("nvidia-container-toolkit\t1.17.3-1\thi \n"
+                "docker.io\t20.10.24+dfsg1-1+deb12u1\tii \n"
+                "nvidia-driver\t535.183.01-1\trc \n")
+    bundle = emulated.bundle(emulated.healthy_profile())
+    bundle = replace(bundle, outputs={**bundle.outputs, "packages.txt": Output(packages)})
+    assert host_facts.from_bundle(bundle).packages == {
+        "nvidia-container-toolkit": "1.17.3-1", "docker.io": "20.10.24+dfsg1-1+deb12u1"}

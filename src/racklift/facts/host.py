@@ -187,10 +187,12 @@ def _nics(text: str, addresses: dict[str, tuple[str, ...]],
 
 
 def _packages(text: str) -> dict[str, str]:
+    """dpkg-query's "name, version, status" lines: the installed packages, held ones ("hi", as
+    racklift's roles leave theirs) included; removed ones ("rc") are not."""
     installed = {}
     for line in text.splitlines():
         parts = line.split("\t")
-        if len(parts) >= 3 and parts[2].startswith("ii"):
+        if len(parts) >= 3 and parts[2][1:2] == "i":
             installed[parts[0]] = parts[1]
     return installed
 

@@ -20,10 +20,10 @@ from common import connect, lab, load, machine
 from racklift.imaging import diskimage
 from racklift.lab import vrack
 from racklift.netbox.reader import Selection
-from racklift.pipeline.image import ImagingOptions, image_hosts
+from racklift.pipeline.image_stage import ImagingOptions, image_hosts
 from racklift.pipeline.plan import REIMAGE, Options
 from racklift.pipeline.progress import Progress
-from racklift.pipeline.run import run
+from racklift.pipeline.provision import run
 
 BENCH = vrack.Vrack("racklift-bench", "rlbench0", ipaddress.ip_network("10.92.0.0/24"),
                     ipaddress.ip_network("fd52:4c92::/64"), ipaddress.ip_network("127.0.79.0/24"),

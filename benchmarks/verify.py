@@ -33,7 +33,7 @@ from racklift.lab import hosts
 from racklift.lab import rack as lab_rack
 from racklift.netbox.client import NetBox
 from racklift.netbox.reader import Selection
-from racklift.verify.run import verify
+from racklift.verify.gate import verify
 
 RACK = "B01"
 # What Ansible does when nothing is configured; racklift's ansible.cfg sets the rest.

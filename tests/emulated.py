@@ -7,7 +7,7 @@ import json
 
 from racklift.facts.bundle import Bundle, Output
 from racklift.lab import hosts, hwemu, seed
-from racklift.netbox.model import (
+from racklift.netbox.expected import (
     DeviceTypeRef,
     ExpectedGPU,
     ExpectedHost,

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Run on a boot server by playbooks/image_wait.yml: wait for the hosts being imaged.
 
-Argument: base64 of a JSON document from the controller (racklift.pipeline.image):
+Argument: base64 of a JSON document from the controller (racklift.pipeline.image_stage):
   {"phase": "dhcp" | "report", "api_data": DIR, "poll": SECONDS,
    "hosts": [{"name", "mac", "token_sha256", "since": EPOCH, "deadline": EPOCH}]}
 

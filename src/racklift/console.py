@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from racklift.netbox.model import ExpectedHost
+from racklift.netbox.expected import ExpectedHost
 
 # Progress and tables go to stderr, so stdout stays clean for JSON. Logs and CI get a width
 # that fits the tables instead of rich's 80-column default.

@@ -16,8 +16,8 @@ from typing import Any
 
 from racklift.netbox.client import NetBox, NetBoxSettings
 from racklift.netbox.desired import role_vars
+from racklift.netbox.expected import InventoryHost
 from racklift.netbox.inventory_reader import read_inventory_hosts
-from racklift.netbox.model import InventoryHost
 from racklift.netbox.reader import Selection
 
 INCOMPLETE_GROUP = "racklift_incomplete"

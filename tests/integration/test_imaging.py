@@ -30,12 +30,12 @@ from racklift.imaging import deploy_data, diskimage
 from racklift.lab import hosts as lab_hosts
 from racklift.lab import vrack
 from racklift.netbox.reader import Selection
-from racklift.pipeline import image as imaging
 from racklift.pipeline import image_plan
-from racklift.pipeline.model import FAILED, STAGED
+from racklift.pipeline import image_stage as imaging
+from racklift.pipeline.outcome import FAILED, STAGED
 from racklift.pipeline.plan import REIMAGE, Options
 from racklift.pipeline.progress import Progress
-from racklift.pipeline.run import run
+from racklift.pipeline.provision import run
 
 pytestmark = pytest.mark.vm
 

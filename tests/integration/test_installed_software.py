@@ -14,13 +14,13 @@ import pytest
 
 from helpers import planned_lab
 from racklift import podman
-from racklift.netbox.model import CONTEXT_KEY
+from racklift.netbox.expected import CONTEXT_KEY
 from racklift.netbox.reader import Selection
-from racklift.pipeline.model import FAILED, JOINED
+from racklift.pipeline.outcome import FAILED, JOINED
 from racklift.pipeline.plan import Options
 from racklift.pipeline.progress import QUIET, Progress
-from racklift.pipeline.run import run
-from racklift.verify.run import verify
+from racklift.pipeline.provision import run
+from racklift.verify.gate import verify
 
 pytestmark = pytest.mark.containers
 

@@ -27,12 +27,11 @@ from racklift.lab.slurm import SlurmLab
 from racklift.lab.slurm import down as slurm_down
 from racklift.lab.slurm import up as slurm_up
 from racklift.netbox.reader import Selection, read_hosts
-from racklift.pipeline import lock
-from racklift.pipeline import report as reports
-from racklift.pipeline.model import FAILED, INTERRUPTED, JOINED, LOCKED, PREFLIGHT, SKIPPED
+from racklift.pipeline import lock, run_report
+from racklift.pipeline.outcome import FAILED, INTERRUPTED, JOINED, LOCKED, PREFLIGHT, SKIPPED
 from racklift.pipeline.plan import REIMAGE, Options
 from racklift.pipeline.progress import QUIET, Progress
-from racklift.pipeline.run import run
+from racklift.pipeline.provision import run
 
 pytestmark = [pytest.mark.containers, pytest.mark.slurm]
 
@@ -142,7 +141,7 @@ def test_provision_admits_healthy_hosts_and_reports_each_fault(netbox, settings,
     assert not lock.current(netbox, [device_id(netbox, n) for n in names(lab)])
     # The report and the artifacts are in the run directory; no secret is.
     data = json.loads((result.run_dir / "report.json").read_text())
-    assert reports.to_json(result, SELECT.describe())["summary"] == data["summary"] == {
+    assert run_report.to_json(result, SELECT.describe())["summary"] == data["summary"] == {
         "hosts": 4, "failed": 2, "joined": 1, "preflight failed": 1}
     artifacts = result.run_dir / "ansible" / "artifacts"
     assert (artifacts / f"configure-{RACK}" / "job_events").is_dir()
@@ -207,7 +206,7 @@ def test_a_killed_run_leaves_its_lock_and_unlock_breaks_it(netbox, settings, lab
             "from racklift.netbox.reader import Selection; "
             "from racklift.pipeline.plan import Options; "
             "from racklift.pipeline.progress import Progress; "
-            "from racklift.pipeline.run import run; "
+            "from racklift.pipeline.provision import run; "
             f"run(NetBox.connect(NetBoxSettings({settings.url!r}, sys.stdin.read())), "
             f"Selection(names=({host!r},)), Options(image=False), "
             "progress=Progress(print), extravars={'racklift_roles': ['base_os']})")

@@ -19,8 +19,8 @@ from racklift.lab import hardware, hwemu
 from racklift.lab import rack as lab_rack
 from racklift.netbox.reader import Selection, read_hosts
 from racklift.pipeline.state import STAGE_FIELD
-from racklift.verify import report
-from racklift.verify.run import verify
+from racklift.verify import verdict_report
+from racklift.verify.gate import verify
 
 pytestmark = pytest.mark.containers
 
@@ -203,7 +203,7 @@ def test_planned_hosts_are_not_contacted(netbox, lab):
         planned = next(v for v in run.verdicts if v.host == "planned-host")
         assert planned.skipped and not planned.failed and not planned.passed
         assert not (run.run_dir / "bundles" / "planned-host").exists()
-        assert report.summary(run.verdicts) == {"hosts": 5, "passed": 4, "failed": 0,
+        assert verdict_report.summary(run.verdicts) == {"hosts": 5, "passed": 4, "failed": 0,
                                                 "skipped": 1}
         assert statuses(netbox)["planned-host"] == "planned"
     finally:

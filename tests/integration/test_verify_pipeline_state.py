@@ -18,9 +18,9 @@ from racklift.lab import hosts, seed
 from racklift.netbox.reader import Selection, read_hosts
 from racklift.pipeline import lock
 from racklift.pipeline.state import STAGE_FIELD
-from racklift.verify import report
-from racklift.verify import run as verify_run
-from racklift.verify.run import gate, verify
+from racklift.verify import gate as verify_gate
+from racklift.verify import verdict_report
+from racklift.verify.gate import gate, verify
 
 NAME = emulated.PLAN.name
 SELECT = Selection(names=(NAME,))
@@ -55,7 +55,7 @@ def collected(monkeypatch):
             action()
         return {h.name: healthy_bundle() for h in chosen}
 
-    monkeypatch.setattr(verify_run, "collect", collect)
+    monkeypatch.setattr(verify_gate, "collect", collect)
     return during
 
 
@@ -97,7 +97,7 @@ def test_a_staged_host_locked_by_another_run_is_not_promoted(netbox, host, colle
     assert v.held is not None and v.held.startswith(
         "locked by bob@ctl02.example (provision run run-bob, pid 77) since ")
     assert f"{NAME}: not recorded: {v.held}" in lines
-    assert report.to_json(run.verdicts, "t")["hosts"][0]["held"] == v.held
+    assert verdict_report.to_json(run.verdicts, "t")["hosts"][0]["held"] == v.held
     assert status(netbox) == "staged" and verify_entries(netbox, host) == before
 
 

@@ -16,7 +16,7 @@ from racklift.facts import bundle as bundles
 from racklift.facts.container_check import parse_container_check
 from racklift.facts.host import from_bundle
 from racklift.facts.parsers import ParseError
-from racklift.netbox.model import ExpectedHost
+from racklift.netbox.expected import ExpectedHost
 from racklift.verify.containers import registry_mirror
 
 SCRIPT = load_script(REPO / "playbooks/files/container_check.py", "container_check")

@@ -10,7 +10,7 @@ import emulated
 from racklift.facts.bundle import Output
 from racklift.facts.host import from_bundle
 from racklift.lab import hwemu
-from racklift.verify import compare, health, report
+from racklift.verify import compare, health, verdict_report
 from racklift.verify.verdict import journal_text, judge, target_status
 
 
@@ -98,10 +98,10 @@ def test_journal_lists_every_reason_and_reports_agree():
     text = journal_text(v)
     assert text.startswith("racklift verify: failed: 2 problem(s).")
     assert "kernel.gpu_errors: CRITICAL" in text and "ib.links: CRITICAL" in text
-    data = report.to_json([v], "test")
+    data = verdict_report.to_json([v], "test")
     assert data["summary"] == {"hosts": 1, "passed": 0, "failed": 1, "skipped": 0}
     assert data["hosts"][0]["failures"] == v.failures
-    junit = report.to_junit([v, verdict_for(emulated.healthy_profile())])
+    junit = verdict_report.to_junit([v, verdict_for(emulated.healthy_profile())])
     assert 'tests="2" failures="1"' in junit and "ib.links: CRITICAL" in junit
 
 

@@ -24,7 +24,7 @@ from racklift.facts.bundle import Bundle, Output
 from racklift.facts.container_check import parse_container_check
 from racklift.facts.host import from_bundle
 from racklift.facts.parsers import ParseError
-from racklift.verify import run as verify_run
+from racklift.verify import gate as verify_gate
 from racklift.verify.verdict import JOURNAL_LINE, journal_text, not_verified
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
@@ -248,13 +248,13 @@ UNREADABLE = "gpu-01: the collector's document"  # from_collector says what was 
     ('{"sysfs": ["x"]}', UNREADABLE),
 ])
 def test_a_malformed_collector_document_fails_that_host_with_why(stdout, why):
-    got = verify_run.host_bundle("gpu-01", stdout, {"stdout": "{}", "rc": 0, "cmd": ["x"]})
+    got = verify_gate.host_bundle("gpu-01", stdout, {"stdout": "{}", "rc": 0, "cmd": ["x"]})
     assert isinstance(got, str) and got.startswith(why), got
 
 
 def test_a_document_over_the_limit_is_refused_before_it_is_decoded(monkeypatch):
-    monkeypatch.setattr(verify_run, "MAX_DOCUMENT", 2**20)
-    got = verify_run.host_bundle("gpu-01", json.dumps({"outputs": {"dmesg.txt": {
+    monkeypatch.setattr(verify_gate, "MAX_DOCUMENT", 2**20)
+    got = verify_gate.host_bundle("gpu-01", json.dumps({"outputs": {"dmesg.txt": {
         "stdout": "x" * 2**20}}}))
     assert got == ("gpu-01: the collector's output is 1 MiB, over racklift's limit of 1 MiB: "
                    "refused, not read")
@@ -262,7 +262,7 @@ def test_a_document_over_the_limit_is_refused_before_it_is_decoded(monkeypatch):
 
 def test_a_document_and_the_container_check_make_a_bundle():
     document = {"hostname": "gpu-01", "outputs": {"uname.txt": {"stdout": "6.8.0\n", "rc": 0}}}
-    got = verify_run.host_bundle("gpu-01", json.dumps(document),
+    got = verify_gate.host_bundle("gpu-01", json.dumps(document),
                                  {"stdout": "{}", "rc": 3, "stderr": "e", "cmd": ["python3", "-"]})
     assert isinstance(got, Bundle)
     assert got.outputs[bundles.CONTAINER_CHECK] == Output("{}", 3, "e", "python3 -")
@@ -278,7 +278,7 @@ def _boom(text: str) -> list[Any]:
 def test_an_unforeseen_parser_failure_fails_its_host_naming_host_and_output(monkeypatch):
     monkeypatch.setattr(parsers, "parse_lspci", _boom)
     host = emulated.expected_host()
-    verdict, facts = verify_run.judge_bundle(host, with_outputs(healthy(), lspci_txt="x"))
+    verdict, facts = verify_gate.judge_bundle(host, with_outputs(healthy(), lspci_txt="x"))
     assert facts is None and not verdict.passed and verdict.failed
     assert verdict.failures == [
         f"collection: {host.name}: its facts could not be judged: lspci.txt could not be "
@@ -289,15 +289,15 @@ def test_an_unforeseen_parser_failure_fails_its_host_naming_host_and_output(monk
 def test_one_hostile_host_fails_alone_and_the_others_are_judged(monkeypatch, tmp_path):
     hosts = [replace(emulated.expected_host(), name=f"gpu-0{n}", netbox_id=n) for n in (1, 2, 3)]
     collected = {  # what collect() makes of each host's collector output
-        "gpu-01": verify_run.host_bundle("gpu-01", json.dumps(
+        "gpu-01": verify_gate.host_bundle("gpu-01", json.dumps(
             {"outputs": {"dmesg.txt": {"stdout": "x", "rc": ["0"]}}})),
         "gpu-02": replace(healthy(), host="gpu-02"),
         "gpu-03": with_outputs(replace(healthy(), host="gpu-03"), lspci_txt="x"),
     }
-    monkeypatch.setattr(verify_run, "collect", lambda *_, **__: collected)
+    monkeypatch.setattr(verify_gate, "collect", lambda *_, **__: collected)
     # The healthy bundle has no lspci output (the emulated host lacks lspci).
     monkeypatch.setattr(parsers, "parse_lspci", _boom)
-    verdicts = {v.host: v for v in verify_run.gate(None, hosts, tmp_path, write=False)}
+    verdicts = {v.host: v for v in verify_gate.gate(None, hosts, tmp_path, write=False)}
     assert list(verdicts) == ["gpu-01", "gpu-02", "gpu-03"]
     assert verdicts["gpu-02"].passed
     assert verdicts["gpu-01"].failures[0].startswith(f"collection: {UNREADABLE}")

@@ -1,4 +1,4 @@
-"""The image stage (src/racklift/pipeline/image.py): its pure parts (what a host needs to be
+"""The image stage (src/racklift/pipeline/image_stage.py): its pure parts (what a host needs to be
 imaged, the device type's boot timeout, DHCP timing on the boot server's clock alone, what the
 deployed host shows over SSH), and how the stage ends, with playbooks and BMCs stood in for."""
 
@@ -15,9 +15,9 @@ import pytest
 import emulated
 from racklift.ansible import HostEvent, PlaybookResult
 from racklift.imaging import diskimage, ramdisk
-from racklift.netbox.model import ExpectedHost
-from racklift.pipeline import image as imaging
+from racklift.netbox.expected import ExpectedHost
 from racklift.pipeline import image_plan
+from racklift.pipeline import image_stage as imaging
 from racklift.pipeline.progress import Progress
 
 IMAGE = diskimage.DiskImage(diskimage.IMAGE_NAME, "0123456789abcdef", Path("/x"), "0" * 64, 1, 1,

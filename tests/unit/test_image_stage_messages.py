@@ -33,7 +33,7 @@ def test_wait_script_reads_dnsmasq_requests_and_ignored_macs():
 
 
 def _host(name="gpu-001", site="lab1", **config):
-    from racklift.netbox.model import DeviceTypeRef, ExpectedHost
+    from racklift.netbox.expected import DeviceTypeRef, ExpectedHost
 
     return ExpectedHost(name, 1, "planned", site, "R1", None, "gpu-server", None,
                         DeviceTypeRef("m", "t", "t"), "S1", None, "10.9.0.11/24", "eno1",

@@ -2,8 +2,8 @@ import json
 from dataclasses import replace
 
 from racklift.inventory import INCOMPLETE_GROUP, build_inventory, group_name
+from racklift.netbox.expected import InventoryHost, Problem
 from racklift.netbox.inventory_reader import RawInventory, build_inventory_hosts
-from racklift.netbox.model import InventoryHost, Problem
 from racklift.netbox.reader import _rest_shaped, _rest_shaped_ip, reads_everything
 
 

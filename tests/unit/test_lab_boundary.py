@@ -53,7 +53,7 @@ def production_sources() -> dict[str, Path]:
 
 def test_no_production_module_imports_the_lab():
     sources = production_sources()
-    assert {"racklift.pipeline.run", "racklift.imaging.diskimage", "racklift.tasks.common",
+    assert {"racklift.pipeline.provision", "racklift.imaging.diskimage", "racklift.tasks.common",
             "racklift.tasks.netbox", "plugins/inventory/racklift_netbox.py"} <= set(sources)
     offenders = {name: sorted(filter(is_lab, imported(path.read_text(), name)))
                  for name, path in sources.items()}
@@ -69,6 +69,6 @@ def test_the_check_sees_each_way_of_importing_the_lab():
         "def f():\n    from racklift.tasks import lab_netbox": "racklift.tasks.lab_netbox",
     }
     for source, name in planted.items():
-        assert name in set(filter(is_lab, imported(source, "racklift.pipeline.run"))), source
+        assert name in set(filter(is_lab, imported(source, "racklift.pipeline.provision"))), source
     assert not set(filter(is_lab, imported("from racklift.netbox import lab_tags_free",
-                                           "racklift.pipeline.run")))
+                                           "racklift.pipeline.provision")))

@@ -29,7 +29,7 @@ from racklift.facts import parsers
 from racklift.facts.container_check import parse_container_check
 from racklift.facts.host import from_bundle
 from racklift.tasks.verify import PARSERS as PARSE_KINDS
-from racklift.verify import run as verify_run
+from racklift.verify import gate as verify_gate
 from racklift.verify.verdict import journal_text, judge
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -221,7 +221,7 @@ EXPECTED = emulated.expected_host()
 @given(documents())
 def test_any_collector_document_ends_in_a_verdict_for_its_host(stdout):
     expected = EXPECTED
-    got = verify_run.host_bundle(expected.name, stdout, {"stdout": "{}", "rc": 0})
+    got = verify_gate.host_bundle(expected.name, stdout, {"stdout": "{}", "rc": 0})
     if isinstance(got, str):  # refused: the host fails with why
         assert got.startswith(f"{expected.name}: the collector's ")
         return

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from racklift.facts import xid
-from racklift.facts.model import GPUFacts, HCAPortFacts, KernelEvent, SystemFacts
+from racklift.facts.observed import GPUFacts, HCAPortFacts, KernelEvent, SystemFacts
 from racklift.facts.parsers import (
     ParseError,
     normalize_guid,

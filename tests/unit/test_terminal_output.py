@@ -10,7 +10,7 @@ import emulated
 from racklift.console import expected_table, plain
 from racklift.facts.host import from_bundle
 from racklift.pipeline.progress import Progress
-from racklift.verify import report
+from racklift.verify import verdict_report
 from racklift.verify.verdict import judge
 
 PLANTED = "SN[/]\x1b]52;c;ZXZpbA==\x07\x1b[2J[link=https://evil.example]x[/link]\x9b1m"
@@ -36,7 +36,7 @@ def test_a_hostile_serial_reaches_the_verdict_table_as_text():
     profile = replace(profile, system=replace(profile.system, serial=PLANTED))
     verdict = judge(emulated.expected_host(), from_bundle(emulated.bundle(profile)))
     assert verdict.failed and any("[/]" in line for line in verdict.failures)
-    out = shown(report.table([verdict], "verify"))
+    out = shown(verdict_report.table([verdict], "verify"))
     assert "\x1b]52" not in out and "\x1b[2J" not in out and "\x1b]8;" not in out
     assert "\\x1b]52;c;ZXZpbA==" in out
 

@@ -16,7 +16,7 @@ from racklift.errors import RackliftError
 from racklift.facts import parsers
 from racklift.facts.bundle import CONTAINER_CHECK, Bundle
 from racklift.facts.container_check import ContainerCheck, parse_container_check
-from racklift.facts.model import (
+from racklift.facts.observed import (
     CPUFacts,
     HCAPortFacts,
     KernelEvent,

@@ -9,7 +9,7 @@ from pathlib import Path
 from racklift.podman import base_image, derived_image
 
 HERE = Path(__file__).resolve().parent
-CONTAINERFILE = HERE / "image" / "Containerfile"
+CONTAINERFILE = HERE / "containerfiles" / "Containerfile"
 HOST_REPO = "localhost/racklift-lab-host"
 NODE_REPO = "localhost/racklift-lab-node"
 
@@ -21,4 +21,4 @@ def host_image() -> str:
 
 def node_image() -> str:
     """The lab rack's hosts: the host image with the node roles' Debian packages on it."""
-    return derived_image(NODE_REPO, host_image(), HERE / "image" / "Containerfile.node")
+    return derived_image(NODE_REPO, host_image(), HERE / "containerfiles" / "Containerfile.node")

@@ -29,7 +29,7 @@ from racklift.errors import LabError
 from racklift.lab import hosts, images
 from racklift.paths import REPO_ROOT
 
-CONTAINERFILE = Path(__file__).resolve().parent / "image" / "Containerfile.registry"
+CONTAINERFILE = Path(__file__).resolve().parent / "containerfiles" / "Containerfile.registry"
 TOOLS_REPO = "localhost/racklift-mirror-lab"
 # The image maker of container_runtime's Molecule scenario: an OCI layout of busybox-static,
 # made without any registry. Used as it is, not copied.

@@ -18,7 +18,7 @@ from typing import Any
 from racklift.lab import tags as lab_tags
 from racklift.netbox.bootstrap import ROLE_GPU_SERVER, bootstrap
 from racklift.netbox.client import NetBox
-from racklift.netbox.model import CONTEXT_KEY, GPU_ROLE
+from racklift.netbox.expected import CONTEXT_KEY, GPU_ROLE
 
 ORM_SCRIPT = Path(__file__).with_name("orm_seed.py")
 HOSTS_PER_RACK = 8

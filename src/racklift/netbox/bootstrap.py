@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from racklift.netbox.client import NetBox
-from racklift.netbox.model import GPU_ROLE
+from racklift.netbox.expected import GPU_ROLE
 
 TAG_MANAGED = "racklift"
 ROLE_GPU_SERVER = "gpu-server"

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from racklift.netbox.client import NetBox
-from racklift.netbox.model import InventoryHost
+from racklift.netbox.expected import InventoryHost
 from racklift.netbox.reader import (
     FETCH_WORKERS,
     Json,

@@ -24,7 +24,7 @@ from racklift.errors import NetBoxError
 from racklift.natural import natural_key
 from racklift.netbox import desired
 from racklift.netbox.client import NetBox
-from racklift.netbox.model import (
+from racklift.netbox.expected import (
     CONTEXT_KEY,
     GPU_ROLE,
     DeviceTypeRef,

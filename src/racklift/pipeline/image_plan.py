@@ -1,7 +1,7 @@
 """What the image stage decides, without I/O: the stage's options and timeouts, which boot
 server serves a host, what a host lacks to be imaged, how long each wait is (on the boot
 server's clock alone), what a host's deploy report and its SSH check mean, and the messages
-that name what an operator must check. racklift.pipeline.image runs the stage with them."""
+that name what an operator must check. racklift.pipeline.image_stage runs the stage with them."""
 
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from racklift.facts.parsers import ParseError, load_json
 from racklift.imaging import diskimage, ramdisk
 from racklift.names import HOSTNAME_HINT, is_hostname
 from racklift.netbox.desired import FIELD_PREFIX
-from racklift.netbox.model import ExpectedHost, Problem
+from racklift.netbox.expected import ExpectedHost, Problem
 from racklift.paths import REPO_ROOT
 
 BOOT_SERVER_ROLE = "boot-server"

@@ -10,13 +10,12 @@ from invoke.exceptions import Exit
 from racklift.console import console, plain, print_json
 from racklift.errors import RackliftError
 from racklift.netbox.reader import read_hosts
-from racklift.pipeline import lock
-from racklift.pipeline import report as reports
-from racklift.pipeline.image import image_hosts
-from racklift.pipeline.model import PipelineRun
+from racklift.pipeline import lock, run_report
+from racklift.pipeline.image_stage import image_hosts
+from racklift.pipeline.outcome import PipelineRun
 from racklift.pipeline.plan import PROVISION, REIMAGE, STAGES, Options
 from racklift.pipeline.progress import NORMAL, QUIET, VERBOSE, Progress
-from racklift.pipeline.run import run
+from racklift.pipeline.provision import run
 from racklift.pipeline.scheduler import scheduler_from_env
 from racklift.tasks.common import SELECTION_HELP, connect, operator_errors, selection
 
@@ -54,17 +53,17 @@ def _execute(chosen, options: Options, *, check: bool, json: bool, quiet: bool,
         result: PipelineRun = run(connect(), chosen, options, check=check, progress=progress,
                                   scheduler=scheduler_from_env(), image=image_hosts,
                                   extravars=extravars)
-    console.print(reports.table(result, f"{options.verb}: {chosen.describe()}"
+    console.print(run_report.table(result, f"{options.verb}: {chosen.describe()}"
                                         f"{' (check: nothing changed)' if check else ''}"))
-    counts = ", ".join(f"{n} {k}" for k, n in reports.summary(result).items() if k != "hosts")
+    counts = ", ".join(f"{n} {k}" for k, n in run_report.summary(result).items() if k != "hosts")
     console.print(f"{counts or 'no hosts'} in {result.seconds:.1f} s; run {result.run_id}; "
                   f"report {result.run_dir / 'report.json'}; "
                   f"Ansible artifacts {result.run_dir / 'ansible'}")
     for error in result.errors:
         console.print(plain(f"error: {error}", "red"))
     if json:
-        print_json(reports.to_json(result, chosen.describe()))
-    if not reports.ok(result):
+        print_json(run_report.to_json(result, chosen.describe()))
+    if not run_report.ok(result):
         raise Exit(code=1)
 
 

@@ -16,13 +16,13 @@ from racklift.facts import bundle as bundles
 from racklift.facts import parsers
 from racklift.facts.host import from_bundle
 from racklift.names import is_hostname
-from racklift.netbox.model import ExpectedHost
+from racklift.netbox.expected import ExpectedHost
 from racklift.netbox.reader import read_hosts
 from racklift.runs import new_run_dir
 from racklift.tasks.common import SELECTION_HELP, connect, operator_errors, selection
-from racklift.verify import report
-from racklift.verify.run import collect
-from racklift.verify.run import verify as verify_hosts
+from racklift.verify import verdict_report
+from racklift.verify.gate import collect
+from racklift.verify.gate import verify as verify_hosts
 from racklift.verify.verdict import VERIFIED, judge
 
 PARSERS = {
@@ -62,9 +62,9 @@ def verify(c, site=None, rack=None, role="gpu-server", status=None, host=None, c
     with operator_errors():
         run = verify_hosts(connect(), chosen, write=not check, mark_active_failed=mark_failed,
                            adopt_serials=adopt, progress=lambda m: console.print(plain(m, "dim")))
-        report_file, junit = report.write(run.run_dir, run.verdicts, chosen.describe())
-    console.print(report.table(run.verdicts, f"verify: {chosen.describe()}"))
-    counts = report.summary(run.verdicts)
+        report_file, junit = verdict_report.write(run.run_dir, run.verdicts, chosen.describe())
+    console.print(verdict_report.table(run.verdicts, f"verify: {chosen.describe()}"))
+    counts = verdict_report.summary(run.verdicts)
     held = sum(1 for v in run.verdicts if v.held)  # each said why as it was decided
     console.print(f"{counts['passed']} passed, {counts['failed']} failed, "
                   f"{counts['skipped']} skipped in {run.seconds:.1f} s"
@@ -72,7 +72,7 @@ def verify(c, site=None, rack=None, role="gpu-server", status=None, host=None, c
                   f"{' (check: NetBox not written)' if check else ''}; "
                   f"report {report_file}, JUnit {junit}, bundles {run.run_dir / 'bundles'}")
     if json:
-        print_json(report.to_json(run.verdicts, chosen.describe()))
+        print_json(verdict_report.to_json(run.verdicts, chosen.describe()))
     if counts["failed"]:
         raise Exit(code=1)
 

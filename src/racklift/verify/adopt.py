@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from racklift.facts.host import HostFacts
 from racklift.netbox.client import NetBox
-from racklift.netbox.model import GPU_ROLE, ExpectedHost
+from racklift.netbox.expected import GPU_ROLE, ExpectedHost
 from racklift.verify.compare import gpu_slots, identity
 
 # NVIDIA's board serials are 13 digits; NetBox keeps at most 50 characters of a serial.

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from racklift.facts.host import HostFacts
-from racklift.netbox.model import ExpectedHost
+from racklift.netbox.expected import ExpectedHost
 
 OK, WARNING, CRITICAL, UNKNOWN = "OK", "WARNING", "CRITICAL", "UNKNOWN"
 PASSING = (OK, WARNING)

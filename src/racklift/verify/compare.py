@@ -12,7 +12,7 @@ from typing import Any
 
 from racklift.facts.host import HostFacts
 from racklift.natural import natural_key
-from racklift.netbox.model import ExpectedGPU, ExpectedHost
+from racklift.netbox.expected import ExpectedGPU, ExpectedHost
 
 CRITICAL = "critical"
 WARNING = "warning"

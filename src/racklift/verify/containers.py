@@ -8,7 +8,7 @@ from __future__ import annotations
 from racklift.facts.bundle import CONTAINER_CHECK
 from racklift.facts.container_check import ContainerCheck, Step
 from racklift.facts.host import HostFacts
-from racklift.netbox.model import ExpectedHost
+from racklift.netbox.expected import ExpectedHost
 from racklift.verify.check import CRITICAL, OK, UNKNOWN, CheckResult
 
 NAME = "containers.registry_mirror"

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from racklift.facts.host import HostFacts
-from racklift.facts.model import GPUFacts, KernelEvent
-from racklift.netbox.model import ExpectedHost
+from racklift.facts.observed import GPUFacts, KernelEvent
+from racklift.netbox.expected import ExpectedHost
 from racklift.verify.check import CRITICAL, OK, UNKNOWN, WARNING, Check, CheckResult
 from racklift.verify.containers import registry_mirror
 

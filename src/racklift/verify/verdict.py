@@ -12,7 +12,7 @@ from typing import Any
 
 from racklift.facts.host import HostFacts
 from racklift.netbox.client import NetBox
-from racklift.netbox.model import ExpectedHost, Problem
+from racklift.netbox.expected import ExpectedHost, Problem
 from racklift.pipeline import lock
 from racklift.pipeline.plan import COMPLETED, CONFIGURE
 from racklift.pipeline.state import Transition, apply, read_stages

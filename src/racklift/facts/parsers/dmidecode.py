@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from racklift.facts.model import SystemFacts
+from racklift.facts.observed import SystemFacts
 from racklift.facts.parsers.common import ParseError, na, text_lines, to_int
 
 # What OEMs leave in DMI strings they did not fill in; none of them identifies a machine.

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from racklift.facts.model import HCAPortFacts
+from racklift.facts.observed import HCAPortFacts
 from racklift.facts.parsers.common import (
     ParseError,
     na,

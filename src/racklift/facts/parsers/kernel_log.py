@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from racklift.facts.model import KernelEvent
+from racklift.facts.observed import KernelEvent
 from racklift.facts.parsers.common import text_lines, to_int, to_number
 from racklift.facts.xid import CRITICAL, WARNING, classify_sxid, classify_xid
 

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from racklift.facts.model import PCIDeviceFacts
+from racklift.facts.observed import PCIDeviceFacts
 from racklift.facts.parsers.common import (
     ParseError,
     normalize_pci_address,

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import fromstring as xml_without_dtd
 
-from racklift.facts.model import GPUFacts, NvidiaSmiFacts
+from racklift.facts.observed import GPUFacts, NvidiaSmiFacts
 from racklift.facts.parsers.common import (
     ParseError,
     masked,

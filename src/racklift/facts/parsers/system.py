@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from racklift.facts.model import CPUFacts
+from racklift.facts.observed import CPUFacts
 from racklift.facts.parsers.common import ParseError, load_json, shown, text_lines, to_int
 
 _OS_RELEASE_LINE = re.compile(r"^([A-Z][A-Z0-9_]*)=(.*)$")

@@ -19,7 +19,7 @@ from racklift.lab.vrack.layout import (
 from racklift.lab.vrack.services import mirror_url
 from racklift.netbox.bootstrap import ROLE_GPU_SERVER, bootstrap
 from racklift.netbox.client import NetBox
-from racklift.netbox.model import CONTEXT_KEY, GPU_ROLE
+from racklift.netbox.expected import CONTEXT_KEY, GPU_ROLE
 
 
 def _ensure_types(netbox: NetBox) -> dict[str, int]:

@@ -21,7 +21,7 @@ from racklift.errors import RackliftError
 from racklift.facts import bundle as bundles
 from racklift.facts.host import HostFacts, from_bundle
 from racklift.netbox.client import NetBox
-from racklift.netbox.model import ExpectedHost
+from racklift.netbox.expected import ExpectedHost
 from racklift.netbox.reader import Selection, read_hosts
 from racklift.runs import new_run_dir
 from racklift.verify.adopt import adopt

@@ -17,11 +17,11 @@ from racklift.ansible import run_playbook
 from racklift.errors import RackliftError
 from racklift.netbox.bootstrap import bootstrap
 from racklift.netbox.client import NetBox
-from racklift.netbox.model import ExpectedHost
+from racklift.netbox.expected import ExpectedHost
 from racklift.netbox.reader import Selection, read_hosts
-from racklift.pipeline import lock, report
+from racklift.pipeline import lock, run_report
 from racklift.pipeline.image_plan import imaging_problems
-from racklift.pipeline.model import (
+from racklift.pipeline.outcome import (
     FAILED,
     INTERRUPTED,
     JOINED,
@@ -46,7 +46,7 @@ from racklift.pipeline.progress import Progress
 from racklift.pipeline.scheduler import is_drained
 from racklift.pipeline.state import KEEP, Transition, apply, read_stages
 from racklift.runs import new_run_dir
-from racklift.verify.run import gate
+from racklift.verify.gate import gate
 
 if TYPE_CHECKING:
     from racklift.pipeline.scheduler import Scheduler
@@ -292,7 +292,7 @@ def run(netbox: NetBox, selection: Selection, options: Options, *, check: bool =
 
 def _reported(result: PipelineRun, selection: Selection) -> PipelineRun:
     """The run's report.json, next to its Ansible artifacts and support bundles."""
-    report.write(result, selection.describe())
+    run_report.write(result, selection.describe())
     return result
 
 

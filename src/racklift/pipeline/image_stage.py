@@ -56,7 +56,7 @@ from racklift.errors import RackliftError
 from racklift.imaging import deploy_data, diskimage, ramdisk
 from racklift.netbox.client import NetBox
 from racklift.netbox.desired import FIELD_PREFIX
-from racklift.netbox.model import ExpectedHost
+from racklift.netbox.expected import ExpectedHost
 from racklift.pipeline.image_plan import (
     API_DATA,
     BOOT_ID_TASK,

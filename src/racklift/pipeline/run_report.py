@@ -12,7 +12,7 @@ from rich.table import Table
 
 from racklift import __version__
 from racklift.console import plain
-from racklift.pipeline.model import JOINED, PLANNED, SKIPPED, STAGED, HostRun, PipelineRun
+from racklift.pipeline.outcome import JOINED, PLANNED, SKIPPED, STAGED, HostRun, PipelineRun
 
 STYLE = {JOINED: "green", SKIPPED: "dim", PLANNED: "cyan", STAGED: "cyan"}
 

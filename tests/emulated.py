@@ -36,8 +36,11 @@ def expected_host(gpu_serials: dict[int, str] | None = None) -> ExpectedHost:
          for t in dt["interfaces"]), key=lambda i: i.name))
     gpus = tuple(ExpectedGPU(g["name"], g["manufacturer"], g["part_id"],
                              (gpu_serials or {}).get(n)) for n, g in enumerate(dt["gpus"]))
+    # The device type's context (the HGX board: NVSwitches, its links) rendered in, as NetBox
+    # does.
     config = {**seed.DESIRED_SOFTWARE, **hosts.LAB_SOFTWARE,
-              "nvidia_driver": seed.DESIRED_SOFTWARE["nvidia_driver"]}
+              "nvidia_driver": seed.DESIRED_SOFTWARE["nvidia_driver"],
+              "hardware": seed.DEVICE_TYPE["hardware"]}
     return ExpectedHost(
         name=PLAN.name, netbox_id=1, status="staged", site="lab1", rack="U01", position=1,
         role="gpu-server", platform=None,
@@ -71,6 +74,8 @@ def bundle(profile: hwemu.Profile) -> Bundle:
     links, addrs = _ip_json(profile)
     outputs = {
         "nvidia-smi-q-x.xml": Output(hwemu.nvidia_smi_xml(profile)),
+        "nvidia-smi-topo.txt": Output(hwemu.nvidia_smi_topo(profile)),
+        "nvidia-smi-nvlink.txt": Output(hwemu.nvidia_smi_nvlink(profile)),
         "ibstat.txt": Output(hwemu.ibstat(profile)),
         "ibv_devinfo.txt": Output(hwemu.ibv_devinfo(profile)),
         "dmidecode.txt": Output(hwemu.dmidecode(profile, "0,1")),
@@ -84,7 +89,7 @@ def bundle(profile: hwemu.Profile) -> Bundle:
         "lscpu.json": Output(LSCPU),
         "meminfo.txt": Output("MemTotal:       2113445472 kB\nMemFree:        2000000000 kB\n"),
         "packages.txt": Output("openssh-server\t1:9.2p1-2+deb12u3\tii \n"),
-        "services.txt": Output("nvidia-fabricmanager\tinactive\ndocker\tinactive\n"),
+        "services.txt": Output("nvidia-fabricmanager\tactive\ndocker\tinactive\n"),
         "df.txt": Output("Filesystem 1-blocks Used Available Capacity Mounted on\n"
                          "overlay 100000000000 20000000000 80000000000 20% /\n"),
     }

@@ -17,6 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 # name -> shell command. Names are the support-bundle file names (racklift.facts.bundle).
 COMMANDS = {
     "nvidia-smi-q-x.xml": "nvidia-smi -q -x",
+    "nvidia-smi-topo.txt": "nvidia-smi topo -m",
+    "nvidia-smi-nvlink.txt": "nvidia-smi nvlink -s",
     "lspci.txt": "lspci -D -nn -vv",
     "ibstat.txt": "ibstat",
     "ibv_devinfo.txt": "ibv_devinfo",

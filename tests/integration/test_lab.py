@@ -13,6 +13,7 @@ import pytest
 from helpers import BIN, REPO, TEST_NET
 from racklift import podman
 from racklift.ansible import run_playbook
+from racklift.facts.parsers import parse_nvidia_smi_nvlink, parse_nvidia_smi_topo
 from racklift.lab import hardware, hosts, seed
 from racklift.lab import rack as lab_rack
 from racklift.netbox.reader import Selection, read_hosts
@@ -119,6 +120,14 @@ def test_every_fault_shows_in_the_real_formats_and_heals(instance, settings, net
     assert out(victim, f"cat {sysfs}/mlx5_3/ports/1/state").strip() == "1: DOWN"
     link = json.loads(out(victim, "ip -j link show eno1"))[0]
     assert link["address"].upper() == macs["eno2"]  # mac-swapped
+    # nvlink-down: GPU 3's link 7; numa-misplaced: mlx5_6 behind no GPU's PCIe switch.
+    (gpu3,) = [g for g in parse_nvidia_smi_nvlink(ssh(victim, "nvidia-smi nvlink -s").stdout)
+               if g.gpu == 3]
+    assert gpu3.inactive == (7,)
+    topo = parse_nvidia_smi_topo(ssh(victim, "nvidia-smi topo -m").stdout)
+    assert {topo.link("GPU3", g) for g in topo.gpus if g != "GPU3"} == {"NV17"}
+    (mlx5_6,) = [n for n, name in topo.nic_names.items() if name == "mlx5_6"]
+    assert "PIX" not in {topo.link(mlx5_6, g) for g in topo.gpus}
 
     # The other hosts are untouched.
     assert ET.fromstring(out(bystander, "nvidia-smi -q -x")).findtext("attached_gpus") == "8"

@@ -89,7 +89,9 @@ ROUNDS = [  # three hosts get a fault each round; the fourth stays healthy as th
     # names the lost one. gpu-missing is test_gate's and test_lab's.
     {0: ("gpu-lost", {"gpus.count", "gpus.lost[0000:ab:00.0]"}),
      1: ("ib-port-down", {"ib.links"}), 2: ("xid-79", {"kernel.gpu_errors"})},
-    {0: ("pcie-degraded", {"gpu.pcie_link"}), 1: ("ib-rate-wrong", {"interfaces.mlx5_5.rate"}),
+    # A host may take two faults ("+"): a down NVLink shows in nvlink -s and in its GPU's pairs.
+    {0: ("pcie-degraded+nvlink-down", {"gpu.pcie_link", "nvlink[3].links", "topology.gpu_link"}),
+     1: ("ib-rate-wrong+numa-misplaced", {"interfaces.mlx5_5.rate", "topology.GPU6.nic"}),
      2: ("wrong-system-serial", {"system.serial"})},
     # Uncorrectable ECC errors on H100 also leave a row remap pending: both must be reported.
     {0: ("ecc-uncorrected", {"gpu.ecc", "gpu.memory_remapping"}),
@@ -102,7 +104,7 @@ ROUNDS = [  # three hosts get a fault each round; the fourth stays healthy as th
 def test_each_fault_fails_its_host_and_heal_restores_it(netbox, settings, lab, faults):
     names = [h.name for h in lab.hosts]
     victims = [names[slot] for slot in faults]
-    hardware.inject({names[slot]: [kind] for slot, (kind, _) in faults.items()},
+    hardware.inject({names[slot]: kind.split("+") for slot, (kind, _) in faults.items()},
                     macs(netbox, victims), settings, NET)
     run = verify(netbox, SELECT, mark_active_failed=True)
     by_host = {v.host: v for v in run.verdicts}

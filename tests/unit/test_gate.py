@@ -37,6 +37,8 @@ CAUGHT_BY = {
     "mac-swapped": ("interfaces.eno1.mac", compare.CRITICAL),
     "wrong-system-serial": ("system.serial", compare.CRITICAL),
     "driver-version-wrong": ("software.nvidia_driver", compare.CRITICAL),
+    "nvlink-down": ("nvlink[3].links", compare.CRITICAL),
+    "numa-misplaced": ("topology.GPU6.nic", compare.CRITICAL),
 }
 
 
@@ -130,28 +132,23 @@ def test_adopt_fills_blank_gpu_serials_only():
     assert "GPU0" not in recorded and len(recorded) == 7
 
 
-def _on_nvswitch_type(host):
-    """The host as NetBox gives it when its device type's context says NVSwitch (the seed's
-    HGX type does)."""
-    return replace(host, config={**host.config, "hardware": {"nvswitch": True}})
-
-
 def test_a_stopped_fabric_manager_fails_a_host_of_an_nvswitch_type():
     bundle = emulated.bundle(emulated.healthy_profile())
-    assert "nvidia-fabricmanager\tinactive" in bundle.outputs["services.txt"].stdout
-    nvswitch = _on_nvswitch_type(emulated.expected_host())
+    assert "nvidia-fabricmanager\tactive" in bundle.outputs["services.txt"].stdout
+    stopped = {**bundle.outputs, "services.txt": Output("nvidia-fabricmanager\tinactive\n")}
+    nvswitch = emulated.expected_host()  # the seed's HGX type says NVSwitch
     assert nvswitch.desired.hardware.nvswitch
-    v = judge(nvswitch, from_bundle(bundle))
+    v = judge(nvswitch, from_bundle(type(bundle)(bundle.host, stopped, bundle.sysfs)))
     fabric = {c.name: c for c in v.checks}["gpu.fabric_manager"]
     assert (fabric.status, fabric.detail) == (health.CRITICAL, (
         "nvidia-fabricmanager is inactive: NVSwitch systems cannot run CUDA jobs without it"))
     assert not v.passed and target_status(v) == "failed"
     # The same host where the service runs, and a type without NVSwitch, pass the check.
-    running = {**bundle.outputs, "services.txt": Output("nvidia-fabricmanager\tactive\n")}
-    facts = from_bundle(type(bundle)(bundle.host, running, bundle.sysfs))
-    assert {c.name: c.status for c in judge(nvswitch, facts).checks}[
-        "gpu.fabric_manager"] == health.OK
     assert {c.name: c.status for c in verdict_for(emulated.healthy_profile()).checks}[
+        "gpu.fabric_manager"] == health.OK
+    plain = replace(nvswitch, config={**nvswitch.config, "hardware": {}})
+    facts = from_bundle(type(bundle)(bundle.host, stopped, bundle.sysfs))
+    assert {c.name: c.status for c in judge(plain, facts).checks}[
         "gpu.fabric_manager"] == health.OK
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from racklift.facts.parsers.topology import parse_nvidia_smi_nvlink, parse_nvidia_smi_topo
 from racklift.lab import hwemu
 from racklift.lab.hwemu import nvidia_smi
 from racklift.paths import REPO_ROOT
@@ -633,6 +634,14 @@ def _check_driver(p: hwemu.Profile) -> bool:
             and "| NVIDIA-SMI 535.183.01 " in hwemu.nvidia_smi_summary(p))
 
 
+def _nvlinks(p: hwemu.Profile):
+    return parse_nvidia_smi_nvlink(hwemu.nvidia_smi_nvlink(p))
+
+
+def _topology(p: hwemu.Profile):
+    return parse_nvidia_smi_topo(hwemu.nvidia_smi_topo(p))
+
+
 FAULT_CHECKS: dict[str, Callable[[hwemu.Profile, hwemu.Profile], bool]] = {
     "gpu-missing": lambda p, _h: _check_gpu_missing(p),
     "gpu-lost": lambda p, _h: "Unable to determine the device handle for GPU 0000:AB:00.0: "
@@ -646,6 +655,8 @@ FAULT_CHECKS: dict[str, Callable[[hwemu.Profile, hwemu.Profile], bool]] = {
     "mac-swapped": lambda p, _h: p.mac_swapped,
     "wrong-system-serial": _check_system_serial,
     "driver-version-wrong": lambda p, _h: _check_driver(p),
+    "nvlink-down": lambda p, _h: _nvlinks(p)[3].inactive == (7,),
+    "numa-misplaced": lambda p, _h: _topology(p).link("GPU6", "NIC6") == "SYS",
 }
 
 

@@ -3,6 +3,8 @@
 Layout of `<bundle>/<host>/`:
 
     nvidia-smi-q-x.xml   nvidia-smi -q -x
+    nvidia-smi-topo.txt  nvidia-smi topo -m
+    nvidia-smi-nvlink.txt nvidia-smi nvlink -s
     lspci.txt            lspci -D -nn -vv
     ibstat.txt           ibstat
     ibv_devinfo.txt      ibv_devinfo
@@ -44,9 +46,10 @@ CONTAINER_CHECK = "container-check.json"
 # COMMANDS) and the gate's container check. A host's document names its outputs, and a name is
 # a file under the controller's bundle directory: only these are taken.
 OUTPUTS = frozenset({
-    "nvidia-smi-q-x.xml", "lspci.txt", "ibstat.txt", "ibv_devinfo.txt", "dmidecode.txt",
-    "dmesg.txt", "ip-link.json", "ip-addr.json", "lscpu.json", "meminfo.txt", "os-release.txt",
-    "uname.txt", "packages.txt", "services.txt", "df.txt", CONTAINER_CHECK})
+    "nvidia-smi-q-x.xml", "nvidia-smi-topo.txt", "nvidia-smi-nvlink.txt", "lspci.txt",
+    "ibstat.txt", "ibv_devinfo.txt", "dmidecode.txt", "dmesg.txt", "ip-link.json",
+    "ip-addr.json", "lscpu.json", "meminfo.txt", "os-release.txt", "uname.txt", "packages.txt",
+    "services.txt", "df.txt", CONTAINER_CHECK})
 # Per output: a real 8-GPU host's largest (nvidia-smi -q -x, lspci -vv, a full dmesg ring) are
 # a few MiB. A host sending more is refused, not read.
 MAX_OUTPUT = 16 * 2**20

@@ -21,8 +21,10 @@ from racklift.facts.observed import (
     HCAPortFacts,
     KernelEvent,
     NvidiaSmiFacts,
+    NvlinkFacts,
     PCIDeviceFacts,
     SystemFacts,
+    TopologyFacts,
 )
 
 MELLANOX = "15b3"
@@ -70,6 +72,8 @@ class HostFacts:
     not_collected: tuple[str, ...] = ()  # outputs missing or failed, with the reason
     # Tools that failed part-way, with what they said; the facts printed before are used.
     partial: tuple[str, ...] = ()
+    topology: TopologyFacts | None = None  # nvidia-smi topo -m; None: not collected
+    nvlinks: tuple[NvlinkFacts, ...] | None = None  # per GPU; (): no NVLink; None: not collected
 
     def nic(self, name: str) -> NICFacts | None:
         return next((n for n in self.nics if n.name == name), None)
@@ -281,6 +285,10 @@ def from_bundle(bundle: Bundle) -> HostFacts:
         # Only verify runs the container check: a bundle without it lacks nothing.
         container_check=(_parsed(parse_container_check, bundle, CONTAINER_CHECK, missing, None)
                          if bundle.output(CONTAINER_CHECK) else None),
+        topology=_parsed(parsers.parse_nvidia_smi_topo, bundle, "nvidia-smi-topo.txt", missing,
+                         None),
+        nvlinks=_parsed(parsers.parse_nvidia_smi_nvlink, bundle, "nvidia-smi-nvlink.txt",
+                        missing, None),
         not_collected=tuple(missing),
         partial=tuple(partial),
     )

@@ -162,3 +162,46 @@ class CPUFacts(_Facts):
     sockets: int | None
     cores_per_socket: int | None
     threads: int | None  # logical CPUs
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyFacts(_Facts):
+    """``nvidia-smi topo -m``: how each pair of GPUs and NICs is connected."""
+
+    devices: tuple[str, ...]  # the matrix's labels in order: "GPU0", ..., "NIC0" (or "mlx5_0")
+    # links[i][j]: how devices[i] reaches devices[j] ("X", "NV18", "PIX", "PXB", "PHB", "NODE",
+    # "SYS"); a row the capture lacks is None.
+    links: tuple[tuple[str, ...] | None, ...]
+    cpu_affinity: dict[str, str] = field(default_factory=dict)  # GPU label -> CPU list
+    numa_affinity: dict[str, str] = field(default_factory=dict)  # GPU label -> NUMA node(s)
+    nic_names: dict[str, str] = field(default_factory=dict)  # "NIC0" -> "mlx5_0" (NIC Legend)
+
+    @property
+    def gpus(self) -> tuple[str, ...]:
+        return tuple(d for d in self.devices if d.startswith("GPU"))
+
+    @property
+    def nics(self) -> tuple[str, ...]:
+        return tuple(d for d in self.devices if not d.startswith("GPU"))
+
+    def link(self, a: str, b: str) -> str | None:
+        """How `a` reaches `b`, from a's row (or b's, where a's is missing)."""
+        i, j = self.devices.index(a), self.devices.index(b)
+        row = self.links[i] if self.links[i] is not None else self.links[j]
+        if row is None:
+            return None
+        return row[j] if self.links[i] is not None else row[i]
+
+
+@dataclass(frozen=True, slots=True)
+class NvlinkFacts(_Facts):
+    """One GPU of ``nvidia-smi nvlink -s``: each link's speed, None where it is inactive."""
+
+    gpu: int  # nvidia-smi's index
+    name: str | None
+    links: tuple[float | None, ...]  # GB/s per link number
+    all_inactive: bool = False  # "Unable to retrieve NVLink information as all links are inActive"
+
+    @property
+    def inactive(self) -> tuple[int, ...]:
+        return tuple(n for n, speed in enumerate(self.links) if speed is None)

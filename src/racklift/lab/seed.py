@@ -37,9 +37,11 @@ DEVICE_TYPE: dict[str, Any] = {
     "part_number": "SYS-421GE-TNHR2-LCC",
     "u_height": SERVER_U,
     "is_full_depth": True,
-    # An HGX H100 8-GPU board: NVSwitches, so fabric manager. Kept in a config context
-    # assigned to the device type, where the node roles read it (racklift.hardware).
-    "hardware": {"nvswitch": True},
+    # An HGX H100 8-GPU board: NVSwitches, so fabric manager; every GPU pair joined by 18
+    # NVLinks, each GPU behind one PCIe switch with its HCA. Kept in a config context assigned
+    # to the device type, where the node roles and the gate read it (racklift.hardware).
+    "hardware": {"nvswitch": True, "gpu_link": "NV18", "nic_affinity": "PXB", "nvlinks": 18,
+                 "nvlink_speed": 26.562},
     "interfaces": [
         {"name": BMC, "type": "1000base-t", "mgmt_only": True, "label": "BMC"},
         {"name": PROVISIONING, "type": "25gbase-x-sfp28", "label": "provisioning"},

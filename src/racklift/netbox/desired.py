@@ -154,6 +154,23 @@ class Hardware:
     # servers. The image stage waits this long for the request, and again for the reboot
     # into the image.
     boot_timeout: int = setting(180, seconds(10, 3600))
+    # What the gate expects of the board's links (nvidia-smi topo -m and nvlink -s); null: not
+    # checked. A new SKU is a config context, not code.
+    gpu_link: str | None = setting(None, text(
+        r"NV[0-9]{1,3}|PIX|PXB|PHB|NODE|SYS", "how every pair of GPUs is connected, as "
+        "`nvidia-smi topo -m` prints it, e.g. \"NV18\" on an HGX H100 board, or null",
+        nullable=True))
+    nic_affinity: str | None = setting(None, text(
+        "PIX|PXB|PHB|NODE", "the farthest each GPU's nearest NIC may be, as `nvidia-smi topo "
+        "-m` prints it, e.g. \"PXB\" (a GPU and its HCA behind one PCIe switch), or null",
+        nullable=True))
+    nvlinks: int | None = setting(None, Rule(
+        lambda v: type(v) is int and 1 <= v <= 64,
+        "set it to the active NVLinks per GPU, 1 to 64 (18 on H100 SXM), or null", True))
+    nvlink_speed: float | None = setting(None, Rule(
+        lambda v: type(v) in (int, float) and 0 < v <= 1000,
+        "set it to each NVLink's speed in GB/s as `nvidia-smi nvlink -s` prints it, e.g. "
+        "26.562, or null", True))
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,8 @@ from racklift.verify.verdict import VERIFIED, judge
 PARSERS = {
     "nvidia-smi-xml": parsers.parse_nvidia_smi_xml,
     "nvidia-smi-csv": parsers.parse_nvidia_smi_csv,
+    "nvidia-smi-topo": parsers.parse_nvidia_smi_topo,
+    "nvidia-smi-nvlink": parsers.parse_nvidia_smi_nvlink,
     "ibstat": parsers.parse_ibstat,
     "ibv-devinfo": parsers.parse_ibv_devinfo,
     "dmidecode": parsers.parse_dmidecode,

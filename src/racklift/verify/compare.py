@@ -63,7 +63,8 @@ def gpu_slots(expected: ExpectedHost) -> list[ExpectedGPU]:
 
 def compare(expected: ExpectedHost, facts: HostFacts) -> list[Mismatch]:
     return [*_identity(expected, facts), *_gpus(expected, facts), *_hcas(expected, facts),
-            *_interfaces(expected, facts), *_software(expected, facts), *_partial(facts)]
+            *_interfaces(expected, facts), *_software(expected, facts), *_partial(facts),
+            *_topology(expected, facts), *_nvlinks(expected, facts)]
 
 
 # What a tool that stopped part-way says about the host, by output.
@@ -218,3 +219,82 @@ def _software(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
             yield Mismatch(f"software.{key}", want, have, CRITICAL,
                            f"install {key.replace('_', ' ')} {want} (its role), or correct "
                            "the config context")
+
+
+# PCIe distances in `nvidia-smi topo -m`, nearest first (SOC is SYS before driver 384).
+_PCIE = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5, "SOC": 5}
+_SHOWN = 8  # pairs or links named in one finding
+
+
+def _listed(items: list[str]) -> str:
+    more = len(items) - _SHOWN
+    return ", ".join(items[:_SHOWN]) + (f" and {more} more" if more > 0 else "")
+
+
+def _gpus_explain(facts: HostFacts) -> bool:
+    """Whether the GPU findings already say why nvidia-smi could not tell the links: no
+    driver answering, or a GPU it cannot reach (it then fails every subcommand)."""
+    return facts.nvidia is None or bool(facts.nvidia.lost_gpus)
+
+
+def _topology(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
+    hw = expected.desired.hardware if expected.desired else None
+    if hw is None or not (hw.gpu_link or hw.nic_affinity):
+        return
+    topo = facts.topology
+    if topo is None and _gpus_explain(facts):
+        return
+    if topo is None:
+        yield Mismatch("topology", "nvidia-smi topo -m", "not collected", CRITICAL,
+                       "run `nvidia-smi topo -m` on the host; the driver must answer")
+        return
+    gpus = topo.gpus
+    if hw.gpu_link:
+        other = [f"{a}-{b} {link}" for i, a in enumerate(gpus) for b in gpus[i + 1:]
+                 if (link := topo.link(a, b)) != hw.gpu_link]
+        if other:
+            yield Mismatch("topology.gpu_link", hw.gpu_link, _listed(other), CRITICAL,
+                           "GPU pairs not joined as the device type's board is: check "
+                           "`nvidia-smi nvlink -s` for inactive links, the NVSwitch tray and "
+                           "fabric manager; reseat the GPU named in every pair")
+    if hw.nic_affinity and topo.nics:
+        for gpu in gpus:
+            seen = {nic: topo.link(gpu, nic) or "SYS" for nic in topo.nics}
+            nic, link = min(seen.items(), key=lambda kv: _PCIE.get(kv[1], 9))
+            if _PCIE.get(link, 9) > _PCIE[hw.nic_affinity]:
+                name = topo.nic_names.get(nic, nic)
+                yield Mismatch(f"topology.{gpu}.nic", f"{hw.nic_affinity} or nearer",
+                               f"{link} ({name})", CRITICAL,
+                               f"{gpu}'s nearest NIC is {link}: its RDMA traffic crosses the "
+                               "CPU. Check which slot each HCA sits in against the board's "
+                               "rail layout (`lspci -t`)")
+
+
+def _nvlinks(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
+    hw = expected.desired.hardware if expected.desired else None
+    if hw is None or not (hw.nvlinks or hw.nvlink_speed):
+        return
+    if facts.nvlinks is None and _gpus_explain(facts):
+        return
+    if facts.nvlinks is None:
+        yield Mismatch("nvlink", "nvidia-smi nvlink -s", "not collected", CRITICAL,
+                       "run `nvidia-smi nvlink -s` on the host; the driver must answer")
+        return
+    if not facts.nvlinks and facts.nvidia is not None and facts.nvidia.gpus:
+        yield Mismatch("nvlink", hw.nvlinks, "no GPU reports NVLinks", CRITICAL,
+                       "check fabric manager and the NVSwitch tray, then `nvidia-smi nvlink -s`")
+    for gpu in facts.nvlinks:
+        active = [n for n, speed in enumerate(gpu.links) if speed is not None]
+        if hw.nvlinks and len(active) != hw.nvlinks:
+            down = "all" if gpu.all_inactive else _listed([str(n) for n in gpu.inactive])
+            yield Mismatch(f"nvlink[{gpu.gpu}].links", hw.nvlinks,
+                           f"{len(active)} active (inactive: {down or 'none'})", CRITICAL,
+                           f"GPU {gpu.gpu} has NVLinks down: reset the GPU or reboot; if they "
+                           "stay down, reseat the GPU or RMA (the kernel log names Xid 74/149)")
+        slow = [f"{n} at {speed:g}" for n, speed in enumerate(gpu.links)
+                if speed is not None and hw.nvlink_speed and speed < hw.nvlink_speed * 0.99]
+        if slow:
+            yield Mismatch(f"nvlink[{gpu.gpu}].speed", f"{hw.nvlink_speed:g} GB/s",
+                           _listed(slow), CRITICAL,
+                           f"GPU {gpu.gpu}'s NVLinks trained slow: reset the GPU; if they stay "
+                           "slow, reseat it or RMA")

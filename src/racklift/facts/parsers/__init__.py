@@ -34,6 +34,7 @@ from racklift.facts.parsers.nvidia_smi import (
     parse_nvidia_smi_xml,
 )
 from racklift.facts.parsers.system import parse_lscpu_json, parse_meminfo, parse_os_release
+from racklift.facts.parsers.topology import parse_nvidia_smi_nvlink, parse_nvidia_smi_topo
 
 __all__ = [
     "ParseError",
@@ -52,6 +53,8 @@ __all__ = [
     "parse_lspci",
     "parse_meminfo",
     "parse_nvidia_smi_csv",
+    "parse_nvidia_smi_nvlink",
+    "parse_nvidia_smi_topo",
     "parse_nvidia_smi_xml",
     "parse_os_release",
     "parse_sysfs_infiniband",

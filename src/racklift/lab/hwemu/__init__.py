@@ -17,6 +17,8 @@ Output formats follow real captures (see ``tests/fixtures/real/SOURCES.md``):
   H100/H200/GH200.
 * ``nvidia-smi --query-gpu``: canonical field names in the header, units in brackets,
   ``[N/A]`` for unsupported values, ``Field "x" is not a valid field to query.`` + exit 2.
+* ``nvidia-smi topo -m`` / ``nvlink -s``: the HGX H100 capture's tab-separated matrix with
+  affinity columns and NIC Legend; link lines indented by a tab and a space (topology.py).
 * ``ibstat`` / ``ibv_devinfo``: infiniband-diags / rdma-core layouts for ConnectX-7.
 * ``dmidecode`` 3.4, sysfs value formats (``4: ACTIVE``, ``400 Gb/sec (4X NDR)``), and
   ``dmesg`` lines with ``[%5d.%06d]`` timestamps and the NVRM Xid format.
@@ -50,12 +52,14 @@ from .profile import (
     with_installed_driver,
 )
 from .query_gpu import InvalidQueryField, nvidia_smi_query
+from .topology import nvidia_smi_nvlink, nvidia_smi_topo
 
 __all__ = [
     "DEFAULT_DRIVER", "FAULTS", "GPU", "HGX_H100_BUSES", "NVIDIA_SMI_NO_DRIVER", "PROFILE_ENV",
     "TOOLS", "HCAPort", "InvalidQueryField", "Profile", "System", "dmesg", "dmidecode",
     "dmidecode_string", "generate_profile", "heal", "ibstat", "ibv_devinfo", "inject",
-    "installed_driver", "load_profile", "main", "nvidia_smi_list", "nvidia_smi_q",
-    "nvidia_smi_query", "nvidia_smi_summary", "nvidia_smi_version", "nvidia_smi_xml",
-    "save_profile", "sysfs_tree", "with_installed_driver", "write_sysfs",
+    "installed_driver", "load_profile", "main", "nvidia_smi_list", "nvidia_smi_nvlink",
+    "nvidia_smi_q", "nvidia_smi_query", "nvidia_smi_summary", "nvidia_smi_topo",
+    "nvidia_smi_version", "nvidia_smi_xml", "save_profile", "sysfs_tree",
+    "with_installed_driver", "write_sysfs",
 ]

@@ -37,6 +37,7 @@ from .profile import (
     with_installed_driver,
 )
 from .query_gpu import InvalidQueryField, nvidia_smi_query
+from .topology import nvidia_smi_nvlink, nvidia_smi_topo
 
 
 class _Exit(Exception):
@@ -74,6 +75,12 @@ def _cli_nvidia_smi(p: Profile, args: list[str]) -> str:
 
 
 def _nvidia_smi_output(p: Profile, args: list[str]) -> str:
+    if args[:1] in (["topo"], ["nvlink"]):
+        if args in (["topo", "-m"], ["topo", "--matrix"]):
+            return nvidia_smi_topo(p)
+        if args in (["nvlink", "-s"], ["nvlink", "--status"]):
+            return nvidia_smi_nvlink(p)
+        raise _Exit(2, NVSMI_BAD_ARGS)
     query = xml = list_gpus = version = False
     query_gpu: str | None = None
     fmt: str | None = None

@@ -98,6 +98,24 @@ def _ib_rate_wrong(p: Profile) -> None:
         h.rate = 200
 
 
+def _nvlink_down(p: Profile) -> None:
+    g = _gpu(p, 3)
+    if g is not None and 7 not in g.nvlinks_down:
+        g.nvlinks_down.append(7)
+
+
+# A bus on socket 0 behind no GPU's PCIe switch (the board's other slots: profile._HCA_BUSES).
+_STRAY_SLOT = 0x4C
+
+
+def _numa_misplaced(p: Profile) -> None:
+    """GPU 6's HCA in a slot on the other socket, behind no GPU's switch: GPU 6's nearest NIC
+    is across the socket's PCIe host bridges (NODE), its own HCA across the sockets (SYS)."""
+    h = _hca(p, "mlx5_6")
+    if h is not None:
+        h.pci_bus_id = f"0000:{_STRAY_SLOT:02x}:00.0"
+
+
 def _mac_swapped(p: Profile) -> None:
     p.mac_swapped = True
 
@@ -142,6 +160,8 @@ FAULTS: dict[str, Callable[[Profile], Profile]] = {
         ("pcie-degraded", _pcie_degraded),
         ("ib-port-down", _ib_port_down),
         ("ib-rate-wrong", _ib_rate_wrong),
+        ("nvlink-down", _nvlink_down),
+        ("numa-misplaced", _numa_misplaced),
         ("mac-swapped", _mac_swapped),
         ("wrong-system-serial", _wrong_system_serial),
         ("driver-version-wrong", _driver_version_wrong),

@@ -197,6 +197,10 @@ class GPU:
     # NVML cannot open it (fallen off the bus, say): nvidia-smi names it by bus id and lists the
     # others.
     lost: bool = False
+    # NVLinks: the H100 SXM's 18, all to the baseboard's NVSwitches; those down print
+    # <inactive> (nvlink -s) and the GPU's pairs show one NV fewer (topo -m).
+    nvlinks: int = 18
+    nvlinks_down: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

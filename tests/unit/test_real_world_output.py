@@ -65,8 +65,8 @@ def test_the_gate_keeps_the_cas_ibstat_printed_and_fails_the_host_on_its_error()
         "ibstat.txt": Output(stdout, rc=255, stderr=f"ibpanic:{panic}")}))
     assert len(facts.hca_ports) == 8 and not any(n.startswith("ibstat")
                                                  for n in facts.not_collected)
-    assert facts.partial == ("ibstat.txt: exit 255: ibpanic: [1400444] main: stat of IB device "
-                             "'mlx5_8' failed: No such file or directory",)
+    assert facts.partial == (("ibstat.txt", "exit 255: ibpanic: [1400444] main: stat of IB "
+                              "device 'mlx5_8' failed: No such file or directory"),)
     verdict = judge(emulated.expected_host(), facts)
     (tools,) = [m for m in verdict.mismatches if m.field == "tools.ibstat"]
     assert tools.severity == CRITICAL and "'mlx5_8' failed" in tools.observed
@@ -149,7 +149,7 @@ def test_a_fatal_aer_names_the_gpu_that_could_not_recover_and_the_port_that_repo
         "0000:03:00.0", "nvidia 0000:03:00.0", CRITICAL)
     assert (fatal.device, fatal.endpoint) == ("0000:03:00.0", "nvidia 0000:03:00.0")
     assert fatal.message == "Multiple Uncorrected (Fatal) error"
-    assert "reported by 0000:00:03.0" in fatal.notes
+    assert fatal.reported_by == "0000:00:03.0"
     assert "also snd_hda_intel 0000:03:00.1" in fatal.notes
     assert "[14] CmpltTO                (First)" in fatal.notes
     facts = host_facts.HostFacts(host="h", kernel_events=(fatal,))

@@ -70,8 +70,8 @@ class HostFacts:
     kernel_events: tuple[KernelEvent, ...] = ()
     container_check: ContainerCheck | None = None  # verify's container check; None: not run
     not_collected: tuple[str, ...] = ()  # outputs missing or failed, with the reason
-    # Tools that failed part-way, with what they said; the facts printed before are used.
-    partial: tuple[str, ...] = ()
+    # Tools that failed part-way: (output, what it said); the facts printed before are used.
+    partial: tuple[tuple[str, str], ...] = ()
     topology: TopologyFacts | None = None  # nvidia-smi topo -m; None: not collected
     nvlinks: tuple[NvlinkFacts, ...] | None = None  # per GPU; (): no NVLink; None: not collected
 
@@ -113,7 +113,8 @@ def _nvidia(bundle: Bundle, missing: list[str]) -> tuple[NvidiaSmiFacts | None, 
     return facts, None
 
 
-def _ibstat(bundle: Bundle, missing: list[str], partial: list[str]) -> list[HCAPortFacts]:
+def _ibstat(bundle: Bundle, missing: list[str],
+            partial: list[tuple[str, str]]) -> list[HCAPortFacts]:
     """ibstat's ports; one that stopped at a CA it could not read gives the CAs before it, and
     its error goes to ``partial``."""
     out = bundle.output("ibstat.txt")
@@ -126,7 +127,7 @@ def _ibstat(bundle: Bundle, missing: list[str], partial: list[str]) -> list[HCAP
     except parsers.ParseError as exc:
         missing.append(f"ibstat.txt: exit {out.rc}: {exc}")
         return []
-    partial.append(f"ibstat.txt: exit {out.rc}: {failure}")
+    partial.append(("ibstat.txt", f"exit {out.rc}: {failure}"))
     return ports
 
 
@@ -256,7 +257,7 @@ def _sysfs_ports(sysfs: dict[str, str], missing: list[str]) -> list[HCAPortFacts
 
 def from_bundle(bundle: Bundle) -> HostFacts:
     missing: list[str] = []
-    partial: list[str] = []
+    partial: list[tuple[str, str]] = []
     nvidia, nvidia_error = _nvidia(bundle, missing)
     pci = _parsed(parsers.parse_lspci, bundle, "lspci.txt", missing, [])
     ports = _ibstat(bundle, missing, partial)

@@ -152,6 +152,7 @@ class KernelEvent(_Facts):
     notes: tuple[str, ...] = field(default_factory=tuple)
     caused_by: int | None = None  # the Xid whose recovery caused this one ("caused by previous")
     endpoint: str | None = None  # AER: the driver and device that could not recover
+    reported_by: str | None = None  # AER: the root port that reported the endpoint's error
 
 
 @dataclass(frozen=True, slots=True)

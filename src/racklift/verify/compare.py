@@ -75,8 +75,7 @@ _PARTIAL_HINTS = {
 
 
 def _partial(facts: HostFacts) -> Iterator[Mismatch]:
-    for failure in facts.partial:
-        output, _, said = failure.partition(": ")
+    for output, said in facts.partial:
         yield Mismatch(f"tools.{output.split('.')[0]}", "completes", said, CRITICAL,
                        _PARTIAL_HINTS.get(output, f"{output} failed part-way: run it on the "
                                           "host and read its error"))

@@ -75,9 +75,7 @@ def _event_text(e: KernelEvent) -> str:
     """"XID 79 on 0000:91:00: ...", "AER on nvidia 0000:03:00.0 (reported by 0000:00:03.0):
     ...", "XID 45 on 0000:dc:00 (caused by Xid 149): ..."."""
     where = e.endpoint or e.device or "?"
-    port = next((n.removeprefix("reported by ") for n in e.notes if n.startswith("reported by")),
-                None)
-    also = [f"reported by {port}"] if port else []
+    also = [f"reported by {e.reported_by}"] if e.reported_by else []
     also += [f"caused by Xid {e.caused_by}"] if e.caused_by is not None else []
     code = f" {e.code}" if e.code is not None else ""
     return (f"{e.kind.upper()}{code} on {where}"

@@ -194,8 +194,7 @@ def _cant_recover(driver: str, device: str, message: _Message,
     last = events[-1] if events else None
     if last is not None and last.kind == "aer" and last.severity == CRITICAL:
         if last.endpoint is None:
-            notes = (*last.notes, f"reported by {last.device}")
-            events[-1] = replace(last, device=device, endpoint=endpoint, notes=notes)
+            events[-1] = replace(last, device=device, endpoint=endpoint, reported_by=last.device)
         elif endpoint != last.endpoint and f"also {endpoint}" not in last.notes:
             events[-1] = replace(last, notes=(*last.notes, f"also {endpoint}"))
         return

@@ -206,3 +206,18 @@ class NvlinkFacts(_Facts):
     @property
     def inactive(self) -> tuple[int, ...]:
         return tuple(n for n, speed in enumerate(self.links) if speed is None)
+
+
+@dataclass(frozen=True, slots=True)
+class LldpNeighbor(_Facts):
+    """One neighbour lldpd heard on a local interface (``lldpctl -f json`` / ``json0``)."""
+
+    interface: str  # the local interface
+    chassis_name: str | None  # the neighbour's system name, e.g. "leaf01"
+    chassis_id: str | None
+    chassis_id_type: str | None  # "mac", "local", ...
+    port_id: str | None  # e.g. "swp51", "Ethernet120", "Gi3/36"
+    port_id_type: str | None  # "ifname", "local", "mac", ...
+    port_descr: str | None
+    system_descr: str | None
+    mgmt_ips: tuple[str, ...] = ()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json as jsonlib
+from contextlib import suppress
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ PARSERS = {
     "dmidecode": parsers.parse_dmidecode,
     "lspci": parsers.parse_lspci,
     "dmesg": parsers.parse_dmesg,
+    "lldpctl": parsers.parse_lldpctl_json,
 }
 
 
@@ -87,11 +89,14 @@ def parse(c, kind, file):
         raise Exit(f"error: unknown kind {kind!r}; kinds: {', '.join(PARSERS)}", code=2)
     try:
         text = Path("/dev/stdin" if file == "-" else file).read_text(errors="replace")
-        print_json(_plain(PARSERS[kind](text)))
     except OSError as exc:
         raise Exit(f"error: cannot read {file}: {exc.strerror}", code=1) from None
+    try:
+        facts = PARSERS[kind](text)
     except parsers.ParseError as exc:
         raise Exit(f"error: {file}: {exc}", code=1) from None
+    with suppress(BrokenPipeError):  # `| head` closed the pipe: what it wanted it has
+        print_json(_plain(facts))
 
 
 def _host_dirs(path: Path) -> list[Path]:

@@ -27,6 +27,7 @@ from racklift.facts.parsers.infiniband import (
     parse_sysfs_infiniband,
 )
 from racklift.facts.parsers.kernel_log import parse_dmesg
+from racklift.facts.parsers.lldp import parse_lldpctl_json
 from racklift.facts.parsers.lspci import nvidia_gpus_on_pci, parse_lspci
 from racklift.facts.parsers.nvidia_smi import (
     lost_gpus,
@@ -49,6 +50,7 @@ __all__ = [
     "parse_dmidecode_string",
     "parse_ibstat",
     "parse_ibv_devinfo",
+    "parse_lldpctl_json",
     "parse_lscpu_json",
     "parse_lspci",
     "parse_meminfo",

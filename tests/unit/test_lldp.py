@@ -1,0 +1,99 @@
+"""lldpctl's JSON: json0 from real captures (Cumulus, SONiC, H3C, Palo Alto and Ubuntu lldpd
+neighbours, tests/fixtures/real/SOURCES.md), the collapsed json form of the same documents, and
+hostile input."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from racklift.facts.parsers import ParseError
+from racklift.facts.parsers.lldp import parse_lldpctl_json
+
+REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real"
+JSON0 = sorted(REAL.glob("lldpctl-json0_*.json"))
+
+
+def _neighbors(name: str):
+    return parse_lldpctl_json((REAL / name).read_text())
+
+
+def test_a_gpu_host_on_sonic_rail_leaves():
+    found = _neighbors("lldpctl-json0_sonic-cuos-ds730-leafs_gpu-host-rail.json")
+    assert [(n.interface, n.chassis_name, n.port_id) for n in found][:3] == [
+        ("ens1np0", "StorageSW", "Ethernet120"), ("ens841np0", "LEAF03", "Ethernet184"),
+        ("ens842np0", "LEAF04", "Ethernet184")]
+    assert {n.port_id_type for n in found} == {"local"}
+    assert found[0].system_descr.startswith("SONiC Software Version: SONiC.CuOS_4.0-0.R")
+    assert found[0].chassis_id == "70:06:92:6e:32:64" and found[0].chassis_id_type == "mac"
+
+
+def test_a_switch_without_management_address_and_a_peer_known_by_mac():
+    h3c, peer, _ = _neighbors("lldpctl-json0_h3c-s5130-and-ubuntu-lldpd-neighbors_gpu-host.json")
+    assert (h3c.chassis_name, h3c.port_id, h3c.mgmt_ips) == (
+        "DaoCloud_ShangPu_H3C_D01_AccessSwitch", "GigabitEthernet1/0/17", ())
+    assert "\r\n" in h3c.system_descr
+    assert (peer.port_id_type, peer.port_id) == ("mac", "e8:eb:d3:93:ae:10")
+
+
+def test_a_firewall_that_sends_few_fields():
+    firewall = _neighbors("lldpctl-json0_cumulus-4.1.1-exit_paloalto-and-cumulus-neighbors.json")[2]
+    assert (firewall.interface, firewall.chassis_name, firewall.port_id) == (
+        "swp3", "firewall01", "ethernet1/1")
+    assert firewall.mgmt_ips == () and firewall.port_descr is None
+
+
+def _collapse(node, key=None):
+    """lldpd's json writer applied to a json0 document (json_element_cleanup, 0.9.7+): a
+    one-element list becomes its element, {"value": v} becomes v, and an object with a name is
+    keyed by it (interfaces and chassis)."""
+    if isinstance(node, list):
+        items = [_collapse(item, key) for item in node]
+        return items[0] if len(items) == 1 else items
+    if not isinstance(node, dict):
+        return node
+    if set(node) == {"value"}:
+        return node["value"]
+    body = {k: _collapse(v, k) for k, v in node.items() if k != "name"}
+    if "name" in node and key in ("interface", "chassis"):
+        name = node["name"]
+        return {name if isinstance(name, str) else name[0]["value"]: body}
+    return {k: _collapse(v, k) for k, v in node.items()}
+
+
+@pytest.mark.parametrize("path", JSON0, ids=lambda p: p.name)
+def test_json_and_json0_of_the_same_neighbours_agree(path):
+    document = json.loads(path.read_text())
+    collapsed = {"lldp": _collapse(document["lldp"][0])}
+    assert parse_lldpctl_json(json.dumps(collapsed)) == parse_lldpctl_json(path.read_text())
+
+
+def test_one_interface_is_an_object_in_the_json_form():
+    document = json.loads((REAL / JSON0[0].name).read_text())
+    first = document["lldp"][0]["interface"][0]
+    one = {"lldp": {"interface": _collapse([first], "interface")}}
+    assert isinstance(one["lldp"]["interface"], dict)
+    (neighbor,) = parse_lldpctl_json(json.dumps(one))
+    assert neighbor == parse_lldpctl_json(JSON0[0].read_text())[0]
+
+
+def test_no_neighbours_is_an_empty_answer():
+    assert parse_lldpctl_json('{"lldp": {}}') == ()
+    assert parse_lldpctl_json('{"lldp": {\n  }}') == ()
+
+
+@pytest.mark.parametrize("text", [
+    (REAL / "lldpctl-json_sonic-0.9.x-mgmt-eth0_cisco-c6500-neighbor_PARTIAL.txt").read_text(),
+    "",
+    "[]",
+    '{"lldp": 7}',
+    '{"lldp": {"interface": "eth0"}}',
+    '{"lldp": {"interface": {"eth0": {"chassis": {"a": {}, "b": {}}}}}}',
+    '{"lldp": {"interface": {"eth0": {"port": {"id": {"type": "ifname", "value": 5}}}}}}',
+    '{"lldp": {"interface": {"' + "x" * 300 + '": {}}}}',
+    '{"lldp": {"interface": [' + ",".join(['{"e": {}}'] * 1025) + "]}}",
+    "[" * 100_000,
+])
+def test_what_is_no_lldpctl_json_is_refused(text):
+    with pytest.raises(ParseError):
+        parse_lldpctl_json(text)

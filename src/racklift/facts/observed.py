@@ -221,3 +221,19 @@ class LldpNeighbor(_Facts):
     port_descr: str | None
     system_descr: str | None
     mgmt_ips: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class IbLink(_Facts):
+    """One port's link in ``ibnetdiscover``'s fabric map, as seen from that port's node."""
+
+    node_guid: str  # "0x2c5eab0300b87b40"
+    node_type: str  # "switch" | "ca" | "router"
+    node_desc: str  # "MF0;A09-P1-IBLEAF-04-04:MQM9701/U1", "a08-p1-dgx-04-c01 mlx5_5"
+    port: int
+    peer_guid: str
+    peer_type: str
+    peer_desc: str
+    peer_port: int
+    width: str  # "4x"
+    speed: str  # "NDR", "HDR", "EDR", "FDR10", ...

@@ -37,6 +37,7 @@ PARSERS = {
     "lspci": parsers.parse_lspci,
     "dmesg": parsers.parse_dmesg,
     "lldpctl": parsers.parse_lldpctl_json,
+    "ibnetdiscover": parsers.parse_ibnetdiscover,
 }
 
 

@@ -20,6 +20,7 @@ from racklift.facts.parsers.common import (
     to_int,
 )
 from racklift.facts.parsers.dmidecode import parse_dmidecode, parse_dmidecode_string
+from racklift.facts.parsers.ibnetdiscover import parse_ibnetdiscover
 from racklift.facts.parsers.infiniband import (
     ibstat_failure,
     parse_ibstat,
@@ -48,6 +49,7 @@ __all__ = [
     "parse_dmesg",
     "parse_dmidecode",
     "parse_dmidecode_string",
+    "parse_ibnetdiscover",
     "parse_ibstat",
     "parse_ibv_devinfo",
     "parse_lldpctl_json",

@@ -1,0 +1,53 @@
+"""``ibnetdiscover``: the InfiniBand fabric as the subnet sees it, one record per cabled port of
+each node (switch, CA, router), with its peer and the width and speed the link trained at.
+Formats follow the real captures in tests/fixtures/real (an NDR Quantum-2 DGX fabric, mixed
+EDR/FDR/QDR/SDR, QDR, a GB200 HCA that found no links)."""
+
+from __future__ import annotations
+
+import re
+
+from racklift.facts.observed import IbLink
+from racklift.facts.parsers.common import ParseError, shown, text_lines
+
+KIND = "ibnetdiscover"
+MAX_LINKS = 200_000  # a 4,000-GPU fabric has about 12,000 cables, seen from both ends
+_TYPES = {"Switch": "switch", "Ca": "ca", "Rt": "router", "S": "switch", "H": "ca", "R": "router"}
+_GUID = r"[0-9a-fA-F]{1,16}"
+_NODE = re.compile(rf'(Switch|Ca|Rt)\s+\d{{1,4}}\s+"([SHR])-({_GUID})"\s+#\s+"([^"]{{0,128}})"'
+                   r'(?:\s.*)?')
+# [1]\t"H-e09d...."[1](e09d...) \t\t# "a08-p1-dgx-04-c01 mlx5_5" lid 647 4xNDR        (switch)
+# [1](e09d....) \t"S-2c5e...."[17]\t\t# lid 657 lmc 0 "MF0;...:MQM9701/U1" lid 73 4xNDR  (CA)
+_PORT = re.compile(rf'\[(\d{{1,4}})\](?:\({_GUID}\))?\s+"([SHR])-({_GUID})"\[(\d{{1,4}})\]'
+                   rf'(?:\({_GUID}\))?\s+#\s+(?:lid \d+ lmc \d+ )?"([^"]{{0,128}})"\s+'
+                   r'lid \d+ (\d{1,2}x)([A-Z][A-Z0-9]{1,7})(?:\s.*)?')
+_HEADER = re.compile(r"(vendid|devid|sysimgguid|switchguid|caguid|routerguid)=\S{1,64}")
+
+
+def _guid(digits: str) -> str:
+    return "0x" + digits.lower().zfill(16)
+
+
+def parse_ibnetdiscover(text: str) -> tuple[IbLink, ...]:
+    lines = text_lines(text)
+    # Anything before the header (a warning the tool wrote to the same terminal) is not the map.
+    start = next((i for i, line in enumerate(lines) if line.startswith("# Topology file:")),
+                 None)
+    if start is None:
+        raise ParseError(KIND, "no '# Topology file:' header (not ibnetdiscover's output)")
+    links: list[IbLink] = []
+    node: tuple[str, str, str] | None = None
+    for line in lines[start:]:
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#") or _HEADER.fullmatch(stripped):
+            continue
+        if match := _NODE.fullmatch(stripped):
+            node = (_guid(match[3]), _TYPES[match[1]], match[4])
+        elif (match := _PORT.fullmatch(stripped)) and node is not None:
+            links.append(IbLink(node[0], node[1], node[2], int(match[1]), _guid(match[3]),
+                                _TYPES[match[2]], match[5], int(match[4]), match[6], match[7]))
+            if len(links) > MAX_LINKS:
+                raise ParseError(KIND, f"more than {MAX_LINKS} links")
+        else:
+            raise ParseError(KIND, f"a line that is no node, port or header: {shown(stripped)}")
+    return tuple(links)

@@ -1,0 +1,61 @@
+"""ibnetdiscover's fabric map on real captures (tests/fixtures/real/SOURCES.md): an NDR
+Quantum-2 DGX fabric, a mixed EDR/FDR/QDR/SDR lab fabric with loopback cables and a warning
+before the header, a QDR switch, a GB200 HCA that found no links; and hostile input."""
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from racklift.facts.parsers import ParseError
+from racklift.facts.parsers.ibnetdiscover import parse_ibnetdiscover
+
+REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real"
+
+
+def _links(name: str):
+    return parse_ibnetdiscover((REAL / name).read_text())
+
+
+def test_an_ndr_dgx_fabric():
+    links = _links("ibnetdiscover_ndr-quantum2-qm9701-dgx_full-fabric-plain.txt")
+    nodes = {(link.node_guid, link.node_type) for link in links}
+    assert Counter(kind for _, kind in nodes) == {"switch": 40, "ca": 582}
+    assert {(link.width, link.speed) for link in links} == {("4x", "NDR")}
+    (hca,) = [link for link in links if link.node_desc == "a08-p1-dgx-04-c17 mlx5_5"]
+    assert (hca.node_guid, hca.port, hca.peer_type, hca.peer_port) == (
+        "0xe09d7303007a5a68", 1, "switch", 17)
+    assert hca.peer_desc == "MF0;A09-P1-IBLEAF-04-04:MQM9701/U1"
+    # Every cable is listed from both ends, and the two ends agree.
+    ends = {(link.node_guid, link.port): (link.peer_guid, link.peer_port) for link in links}
+    assert all(ends[peer] == end for end, peer in ends.items())
+
+
+def test_mixed_speeds_loopback_cables_and_a_warning_before_the_header():
+    links = _links(
+        "ibnetdiscover_mixed-edr-fdr-qdr-sdr-switchib-sx6012_loopback-cables-stderr-line.txt")
+    assert {link.speed for link in links} == {"EDR", "FDR", "QDR", "SDR"}
+    loops = [link for link in links if link.node_guid == link.peer_guid]
+    assert {(link.port, link.peer_port) for link in loops} >= {(1, 2), (2, 1), (19, 21)}
+    (sdr,) = [link for link in links if link.speed == "SDR" and link.node_type == "switch"]
+    assert (sdr.port, sdr.peer_desc) == (8, "r-ufm96 HCA-1")
+
+
+def test_a_qdr_switch_and_an_hca_without_links():
+    switch, ca = _links("ibnetdiscover_qdr-sun-dcs36_single-link.txt")
+    assert (switch.node_desc, switch.port, switch.peer_port, switch.speed) == (
+        "Sun DCS 36 QDR switch localhost", 23, 2, "QDR")
+    assert (ca.node_type, ca.peer_guid) == ("ca", "0x0021283a8389a0a0")
+    assert _links("ibnetdiscover_gb200-cx-hca_isolated-ca-no-links.txt") == ()
+
+
+@pytest.mark.parametrize("text", [
+    "",
+    "ibwarn: [1234] mad_rpc_open_port: can't open UMAD port ((null):0)\n",
+    "# Topology file: generated on now\nrm -rf /\n",
+    '# Topology file: x\n[1]\t"H-e09d7303007a4bd8"[1](e09d7303007a4bd8) \t\t# "a" lid 1 4xNDR\n',
+    '# Topology file: x\nSwitch\t65 "S-2c5eab0300b87b40"\t\t# "' + "x" * 300 + '" lid 1\n',
+])
+def test_what_is_no_fabric_map_is_refused(text):
+    with pytest.raises(ParseError):
+        parse_ibnetdiscover(text)

@@ -132,6 +132,9 @@ def test_slow_links_and_all_links_down_are_named():
     down = _real("nvidia-smi-nvlink-s_b200_all-links-inactive.txt")
     found = _fields(_verdict(profile, **{"nvidia-smi-nvlink.txt": Output(down)}))
     assert found["nvlink[2].links"].observed == "0 active (inactive: all)"
+    # An HGX board whose GPUs print no NVLink at all (nvlink -s says nothing).
+    found = _fields(_verdict(profile, **{"nvidia-smi-nvlink.txt": Output("")}))
+    assert {f: m.observed for f, m in found.items()} == {"nvlink": "no GPU reports NVLinks"}
 
 
 def test_expectations_are_data_and_absent_ones_are_not_checked():

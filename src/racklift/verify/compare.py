@@ -230,10 +230,12 @@ def _listed(items: list[str]) -> str:
     return ", ".join(items[:_SHOWN]) + (f" and {more} more" if more > 0 else "")
 
 
-def _gpus_explain(facts: HostFacts) -> bool:
-    """Whether the GPU findings already say why nvidia-smi could not tell the links: no
-    driver answering, or a GPU it cannot reach (it then fails every subcommand)."""
-    return facts.nvidia is None or bool(facts.nvidia.lost_gpus)
+def _uncollected(facts: HostFacts, field: str, command: str) -> Iterator[Mismatch]:
+    """A tool the link checks need gave nothing. Silent where the GPU findings already say why:
+    no driver answering, or a GPU nvidia-smi cannot reach (it then fails every subcommand)."""
+    if facts.nvidia is not None and not facts.nvidia.lost_gpus:
+        yield Mismatch(field, command, "not collected", CRITICAL,
+                       f"run `{command}` on the host and read its error")
 
 
 def _topology(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
@@ -241,11 +243,8 @@ def _topology(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
     if hw is None or not (hw.gpu_link or hw.nic_affinity):
         return
     topo = facts.topology
-    if topo is None and _gpus_explain(facts):
-        return
     if topo is None:
-        yield Mismatch("topology", "nvidia-smi topo -m", "not collected", CRITICAL,
-                       "run `nvidia-smi topo -m` on the host; the driver must answer")
+        yield from _uncollected(facts, "topology", "nvidia-smi topo -m")
         return
     gpus = topo.gpus
     if hw.gpu_link:
@@ -273,14 +272,11 @@ def _nvlinks(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
     hw = expected.desired.hardware if expected.desired else None
     if hw is None or not (hw.nvlinks or hw.nvlink_speed):
         return
-    if facts.nvlinks is None and _gpus_explain(facts):
-        return
     if facts.nvlinks is None:
-        yield Mismatch("nvlink", "nvidia-smi nvlink -s", "not collected", CRITICAL,
-                       "run `nvidia-smi nvlink -s` on the host; the driver must answer")
+        yield from _uncollected(facts, "nvlink", "nvidia-smi nvlink -s")
         return
     if not facts.nvlinks and facts.nvidia is not None and facts.nvidia.gpus:
-        yield Mismatch("nvlink", hw.nvlinks, "no GPU reports NVLinks", CRITICAL,
+        yield Mismatch("nvlink", "NVLinks on every GPU", "no GPU reports NVLinks", CRITICAL,
                        "check fabric manager and the NVSwitch tray, then `nvidia-smi nvlink -s`")
     for gpu in facts.nvlinks:
         active = [n for n, speed in enumerate(gpu.links) if speed is not None]

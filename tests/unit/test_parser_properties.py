@@ -60,6 +60,7 @@ CAPTURES = {
     "container-check": ["lab/container-check_molecule_pass.json"],
     "nvidia-smi-topo": ["real/nvidia-smi-topo-m_4x-h100-nv6_space_legend-cut.txt",
                         "real/nvidia-smi-topo-m_8x-rtx-4090-pcie_tab.txt"],
+    "nvidia-smi-q": ["real/nvidia-smi-q_h200_550.90.12.txt"],
     "nvidia-smi-nvlink": ["real/nvidia-smi-nvlink-s_v100-sxm2-32gb_2-inactive.txt"],
     "lldpctl": ["real/lldpctl-json0_h3c-s5130-and-ubuntu-lldpd-neighbors_gpu-host.json"],
     "ibnetdiscover": ["real/ibnetdiscover_qdr-sun-dcs36_single-link.txt"],

@@ -29,6 +29,7 @@ from racklift.verify.verdict import VERIFIED, judge
 PARSERS = {
     "nvidia-smi-xml": parsers.parse_nvidia_smi_xml,
     "nvidia-smi-csv": parsers.parse_nvidia_smi_csv,
+    "nvidia-smi-q": parsers.parse_nvidia_smi_q,
     "nvidia-smi-topo": parsers.parse_nvidia_smi_topo,
     "nvidia-smi-nvlink": parsers.parse_nvidia_smi_nvlink,
     "ibstat": parsers.parse_ibstat,

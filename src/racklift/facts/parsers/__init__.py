@@ -35,6 +35,7 @@ from racklift.facts.parsers.nvidia_smi import (
     parse_nvidia_smi_csv,
     parse_nvidia_smi_xml,
 )
+from racklift.facts.parsers.nvidia_smi_text import parse_nvidia_smi_q
 from racklift.facts.parsers.system import parse_lscpu_json, parse_meminfo, parse_os_release
 from racklift.facts.parsers.topology import parse_nvidia_smi_nvlink, parse_nvidia_smi_topo
 
@@ -58,6 +59,7 @@ __all__ = [
     "parse_meminfo",
     "parse_nvidia_smi_csv",
     "parse_nvidia_smi_nvlink",
+    "parse_nvidia_smi_q",
     "parse_nvidia_smi_topo",
     "parse_nvidia_smi_xml",
     "parse_os_release",

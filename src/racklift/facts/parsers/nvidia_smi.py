@@ -108,7 +108,8 @@ def _gpu_bus_id(gpu: ET.Element) -> str | None:
     return normalize_pci_address(_xml_text(gpu, "pci/pci_bus_id") or gpu.get("id"))
 
 
-def _gpu_facts(index: int, gpu: ET.Element) -> GPUFacts:
+def gpu_facts(index: int, gpu: ET.Element) -> GPUFacts:
+    """One `<gpu>` element (of `-q -x`, or of `-q` read into the same tree) as GPUFacts."""
     vol_unc, vol_corr = _ecc_counts(gpu, "volatile")
     agg_unc, agg_corr = _ecc_counts(gpu, "aggregate")
     pages_pending, pages_count = _retired_pages(gpu)
@@ -191,7 +192,7 @@ def parse_nvidia_smi_xml(text: str) -> NvidiaSmiFacts:
         raise ParseError(_KIND_XML, "not UTF-8 text") from None
     if root.tag != "nvidia_smi_log":
         raise ParseError(_KIND_XML, f"root element is <{root.tag[:40]}>")
-    gpus = tuple(_gpu_facts(i, gpu) for i, gpu in enumerate(root.findall("gpu")))
+    gpus = tuple(gpu_facts(i, gpu) for i, gpu in enumerate(root.findall("gpu")))
     attached = _xml_int(root, "attached_gpus")
     return NvidiaSmiFacts(
         driver_version=_xml_text(root, "driver_version"),

@@ -42,6 +42,7 @@ from common import BIN, Timed, growth, lab, load, machine, median, run_timed
 from racklift.inventory import build_inventory, without_unsafe
 from racklift.lab import netbox_server, services
 from racklift.lab import seed as seeding
+from racklift.netbox.bootstrap import ROLE_GPU_SERVER
 from racklift.netbox.client import NetBox, NetBoxSettings
 from racklift.netbox.inventory_reader import build_inventory_hosts, fetch_inventory
 from racklift.netbox.reader import Selection
@@ -51,7 +52,8 @@ SITE = "lab1"
 # A snapshot holds the seed's output: re-seed when the seed, the ORM loader or NetBox change.
 RECIPE_FILES = (Path(seeding.__file__), seeding.ORM_SCRIPT)
 
-RACKLIFT_SOURCE = {"plugin": "racklift_netbox", "sites": [SITE]}
+# GPU servers only, in both: the seed's racks hold their leaf switches too.
+RACKLIFT_SOURCE = {"plugin": "racklift_netbox", "sites": [SITE], "roles": [ROLE_GPU_SERVER]}
 NB_SOURCE = {
     "plugin": "netbox.netbox.nb_inventory",
     "validate_certs": False,
@@ -59,7 +61,7 @@ NB_SOURCE = {
     "interfaces": True,  # each interface with its MAC, and its IP addresses
     "fetch_all": True,
     "group_by": ["sites", "racks", "device_roles", "status", "platforms", "tags"],
-    "device_query_filters": [{"site": SITE}],
+    "device_query_filters": [{"site": SITE}, {"role": ROLE_GPU_SERVER}],
 }
 TOOLS = ("racklift", "nb_inventory")
 
@@ -254,7 +256,8 @@ def check(outputs: dict[str, Path], hosts: int) -> str:
 def racklift_breakdown(settings: NetBoxSettings) -> tuple[float, str]:
     """racklift's own share of a run, in this process: NetBox reads, then the model."""
     started = time.monotonic()
-    raw = fetch_inventory(NetBox.connect(settings), Selection(sites=(SITE,)))
+    raw = fetch_inventory(NetBox.connect(settings),
+                          Selection(sites=(SITE,), roles=(ROLE_GPU_SERVER,)))
     read = time.monotonic() - started
     hosts = build_inventory_hosts(raw)
     model = time.monotonic() - started - read

@@ -35,6 +35,8 @@ COMMANDS = {
                     "do printf '%s\\t%s\\n' \"$s\" \"$(systemctl is-active \"$s\" 2>/dev/null)\"; "
                     "done",
     "df.txt": "df -P -B1 / /var 2>/dev/null",
+    "lldpctl.json": "lldpctl -f json",
+    "ibnetdiscover.txt": "ibnetdiscover",
 }
 
 # The most of one output (stdout or stderr) a host sends. A real GPU server's largest

@@ -39,7 +39,7 @@ def test_v2_tokens_work(instance, seeded_netbox):
     # The API shows the secret once, at creation; the full v2 token is nbt_<key>.<secret>.
     token = f"nbt_{created['key']}.{created['token']}"
     netbox = NetBox.connect(NetBoxSettings(instance.url, token))
-    assert netbox.count("dcim/devices") == 8
+    assert netbox.count("dcim/devices", {"role": "gpu-server"}) == 8
 
 
 def test_unreachable_netbox_is_reported(instance):

@@ -1,11 +1,14 @@
 """Seed → read back the expected model from the real NetBox, field by field."""
 
 from racklift.lab import seed
+from racklift.netbox.bootstrap import ROLE_GPU_SERVER
 from racklift.netbox.reader import Selection, read_hosts
+
+SERVERS = (ROLE_GPU_SERVER,)  # a rack holds its leaf switches too
 
 
 def test_seeded_rack_reads_back_field_by_field(seeded_netbox, demo_plan):
-    hosts = read_hosts(seeded_netbox, Selection(racks=("R01",)))
+    hosts = read_hosts(seeded_netbox, Selection(racks=("R01",), roles=SERVERS))
     assert [h.name for h in hosts] == [p.name for p in demo_plan.hosts]
     for host, planned in zip(hosts, demo_plan.hosts, strict=True):
         assert host.problems == ()
@@ -38,8 +41,9 @@ def test_seeded_rack_reads_back_field_by_field(seeded_netbox, demo_plan):
 def test_selection_filters(seeded_netbox):
     assert [h.name for h in read_hosts(seeded_netbox, Selection(names=("gpu-0003",)))] == [
         "gpu-0003"]
-    assert len(read_hosts(seeded_netbox, Selection(sites=("lab1",), statuses=("planned",)))) == 8
-    assert read_hosts(seeded_netbox, Selection(statuses=("active",))) == []
+    assert len(read_hosts(seeded_netbox, Selection(sites=("lab1",), statuses=("planned",),
+                                                  roles=SERVERS))) == 8
+    assert read_hosts(seeded_netbox, Selection(statuses=("active",), roles=SERVERS)) == []
 
 
 def test_gpu_serials_recorded_in_netbox_are_expected(seeded_netbox):
@@ -52,7 +56,9 @@ def test_gpu_serials_recorded_in_netbox_are_expected(seeded_netbox):
 def test_seeding_again_changes_nothing(seeded_netbox, demo_plan):
     report = seed.apply(seeded_netbox, demo_plan)
     assert sum(report.created.values()) == 0
-    assert seeded_netbox.count("dcim/devices") == 8
+    assert seeded_netbox.count("dcim/devices", {"role": ROLE_GPU_SERVER}) == 8
+    assert seeded_netbox.count("dcim/devices", {"role": seed.SWITCH_ROLE}) == 9
+    assert seeded_netbox.count("dcim/cables") == 80
     assert seeded_netbox.count("dcim/mac-addresses") == 24
     assert seeded_netbox.count("ipam/ip-addresses") == 16
 
@@ -63,6 +69,7 @@ def test_interrupted_seed_is_finished_by_a_rerun(empty_netbox):
                                     hosts=two_racks.hosts[:8])
     seed.apply(empty_netbox, first_rack_only)
     report = seed.apply(empty_netbox, two_racks)
-    assert report.created == {"racks": 1, "devices": 8, "mac addresses": 24, "ip addresses": 16}
-    hosts = read_hosts(empty_netbox, Selection())
+    assert report.created == {"racks": 1, "devices": 8, "switches": 1, "mac addresses": 24,
+                              "ip addresses": 16, "cables": 80}
+    hosts = read_hosts(empty_netbox, Selection(roles=SERVERS))
     assert len(hosts) == 16 and not any(h.problems for h in hosts)

@@ -4,6 +4,7 @@ from dataclasses import replace
 from functools import partial
 
 from racklift.lab import netbox_server, seed
+from racklift.netbox.expected import LinkPeer
 from racklift.netbox.reader import Selection, read_hosts
 
 
@@ -15,11 +16,21 @@ def test_loader_and_api_build_the_same_model(instance, empty_netbox):
     plan = seed.plan(racks=2)
     loader = partial(netbox_server.run_in_netbox, instance, seed.ORM_SCRIPT)
     report = seed.apply(empty_netbox, plan, host_loader=loader)
-    assert report.created == {"racks": 2, "devices": 16, "mac addresses": 48, "ip addresses": 32}
+    # 2 Ethernet leaves (one per rack) and 8 InfiniBand leaves (one rail group); 10 cables a host
+    assert report.created == {"racks": 2, "devices": 16, "switches": 10, "mac addresses": 48,
+                              "ip addresses": 32, "cables": 160}
     loaded = _model(empty_netbox)
     device = empty_netbox.get_all("dcim/devices", {"name": "gpu-0009"})[0]
     assert (device["interface_count"], device["inventory_item_count"]) == (11, 8)
-    assert empty_netbox.count("dcim/devices", {"tag": "racklift-lab"}) == 16
+    assert empty_netbox.count("dcim/devices", {"tag": "racklift-lab"}) == 26
+    host = next(h for h in loaded if h.name == "gpu-0009")
+    peers = {i.name: i.peer for i in host.interfaces}
+    assert peers["eno1"] == LinkPeer("leaf-r02", "swp1")
+    assert peers["mlx5_3"] == LinkPeer("ib-leaf-001-3", "p9")
+    assert peers["bmc"] is None
+    # Read for one rack alone (by interface id, not the whole scan), the far ends are the same.
+    rack = read_hosts(empty_netbox, Selection(racks=("R02",), roles=("gpu-server",)))
+    assert {i.name: i.peer for i in rack[0].interfaces} == peers
 
     again = seed.apply(empty_netbox, plan, host_loader=loader)
     assert sum(again.created.values()) == 0

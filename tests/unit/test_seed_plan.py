@@ -1,5 +1,7 @@
 import ipaddress
 
+import pytest
+
 from racklift.lab import seed
 
 
@@ -49,3 +51,28 @@ def test_device_type_models_an_hgx_server_the_netbox_way():
     assert [i["name"] for i in interfaces if i.get("mgmt_only")] == ["bmc"]
     assert {i["name"] for i in interfaces} >= {"eno1", "eno2"}
     assert [g["part_id"] for g in seed.DEVICE_TYPE["gpus"]] == ["NVIDIA H100 80GB HBM3"] * 8
+
+
+def test_cable_plan_puts_hca_i_on_leaf_i_of_its_rail_group():
+    plan = seed.plan(racks=1250)
+    ends = [end for h in plan.hosts for end in h.links.values()]
+    assert len(set(ends)) == len(ends) == 10_000 * (2 + len(seed.IB_PORTS)), "a port cabled twice"
+    for index, h in enumerate(plan.hosts):
+        group = index // seed.RAIL_GROUP
+        for rail, port in enumerate(seed.IB_PORTS):
+            assert h.links[port] == (f"ib-leaf-{group + 1:03d}-{rail}",
+                                     f"p{index % seed.RAIL_GROUP + 1}")
+        assert h.links[seed.PROVISIONING][0] == h.links[seed.INBAND][0] == f"leaf-{h.rack.lower()}"
+    kinds = [s.kind for s in plan.switches]
+    assert kinds.count("ethernet") == 1250 and kinds.count("infiniband") == 313 * 8
+    named = {s.name for s in plan.switches}
+    assert {switch for switch, _ in ends} == named
+    ports = {kind: {spec["port"].format(n) for n in range(1, seed.SWITCH_PORTS + 1)}
+             for kind, spec in seed.SWITCH_TYPES.items()}
+    kind_of = {s.name: s.kind for s in plan.switches}
+    assert all(port in ports[kind_of[switch]] for switch, port in ends), "no such switch port"
+
+
+def test_a_rack_too_full_for_its_leaf_is_refused():
+    with pytest.raises(ValueError, match="at most 32 hosts per rack"):
+        seed.plan(racks=1, hosts_per_rack=33)

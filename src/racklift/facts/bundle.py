@@ -19,6 +19,8 @@ Layout of `<bundle>/<host>/`:
     packages.txt         dpkg-query -W (package, version, status)
     services.txt         systemctl is-active of fabric manager, persistenced, docker, containerd
     df.txt               df -P -B1 / /var
+    lldpctl.json         lldpctl -f json (the Ethernet neighbours lldpd heard)
+    ibnetdiscover.txt    ibnetdiscover (the InfiniBand fabric map, this host's links in it)
     container-check.json verify only: container_check.py's steps (a GPU container pulled
                          through the registry mirror, run with the nvidia runtime)
     sysfs.json           InfiniBand, NIC speed and DMI files from sysfs: {relative path: value}
@@ -49,7 +51,7 @@ OUTPUTS = frozenset({
     "nvidia-smi-q-x.xml", "nvidia-smi-topo.txt", "nvidia-smi-nvlink.txt", "lspci.txt",
     "ibstat.txt", "ibv_devinfo.txt", "dmidecode.txt", "dmesg.txt", "ip-link.json",
     "ip-addr.json", "lscpu.json", "meminfo.txt", "os-release.txt", "uname.txt", "packages.txt",
-    "services.txt", "df.txt", CONTAINER_CHECK})
+    "services.txt", "df.txt", "lldpctl.json", "ibnetdiscover.txt", CONTAINER_CHECK})
 # Per output: a real 8-GPU host's largest (nvidia-smi -q -x, lspci -vv, a full dmesg ring) are
 # a few MiB. A host sending more is refused, not read.
 MAX_OUTPUT = 16 * 2**20

@@ -19,7 +19,9 @@ from racklift.facts.container_check import ContainerCheck, parse_container_check
 from racklift.facts.observed import (
     CPUFacts,
     HCAPortFacts,
+    IbLink,
     KernelEvent,
+    LldpNeighbor,
     NvidiaSmiFacts,
     NvlinkFacts,
     PCIDeviceFacts,
@@ -74,6 +76,10 @@ class HostFacts:
     partial: tuple[tuple[str, str], ...] = ()
     topology: TopologyFacts | None = None  # nvidia-smi topo -m; None: not collected
     nvlinks: tuple[NvlinkFacts, ...] | None = None  # per GPU; (): no NVLink; None: not collected
+    lldp: tuple[LldpNeighbor, ...] | None = None  # lldpctl -f json; None: not collected
+    # Each local CA's port 1 link in the fabric map (ibnetdiscover), by CA name: found by the
+    # CA's node GUID, which the host's own ibstat gives. None: no map collected.
+    ib_links: dict[str, IbLink] | None = None
 
     def nic(self, name: str) -> NICFacts | None:
         return next((n for n in self.nics if n.name == name), None)
@@ -255,6 +261,17 @@ def _sysfs_ports(sysfs: dict[str, str], missing: list[str]) -> list[HCAPortFacts
         return []
 
 
+def own_links(fabric: tuple[IbLink, ...] | None,
+              ports: list[HCAPortFacts]) -> dict[str, IbLink] | None:
+    """The links of this host's CAs in a fabric map: a CA's node GUID and port number pick its
+    record. A node description is what a host says of itself, so it never picks one."""
+    if fabric is None:
+        return None
+    by_guid = {(p.node_guid, p.port): p.ca for p in ports if p.node_guid and not p.is_vf}
+    return {by_guid[(link.node_guid, link.port)]: link for link in fabric
+            if link.node_type == "ca" and (link.node_guid, link.port) in by_guid}
+
+
 def from_bundle(bundle: Bundle) -> HostFacts:
     missing: list[str] = []
     partial: list[tuple[str, str]] = []
@@ -290,6 +307,9 @@ def from_bundle(bundle: Bundle) -> HostFacts:
                          None),
         nvlinks=_parsed(parsers.parse_nvidia_smi_nvlink, bundle, "nvidia-smi-nvlink.txt",
                         missing, None),
+        lldp=_parsed(parsers.parse_lldpctl_json, bundle, "lldpctl.json", missing, None),
+        ib_links=own_links(_parsed(parsers.parse_ibnetdiscover, bundle, "ibnetdiscover.txt",
+                                   missing, None), ports),
         not_collected=tuple(missing),
         partial=tuple(partial),
     )

@@ -63,6 +63,19 @@ DESIRED_SOFTWARE: dict[str, Any] = {
     "registry_mirror": {"url": "https://registry-mirror.lab.racklift.test:5000"},
 }
 
+# The cable plan: one Ethernet leaf per rack takes every host's provisioning and in-band ports;
+# InfiniBand is rail-optimised, as in NVIDIA's reference designs: the hosts of a rail group
+# (a scalable unit) share one leaf per rail, and HCA i of every host goes to leaf i.
+RAIL_GROUP = 32
+SWITCH_ROLE = "leaf-switch"
+SWITCH_PORTS = 64
+SWITCH_TYPES: dict[str, dict[str, Any]] = {
+    "ethernet": {"model": "MSN4600C", "slug": "nvidia-msn4600c", "port": "swp{}",
+                 "type": "100gbase-x-qsfp28"},
+    "infiniband": {"model": "MQM9700", "slug": "nvidia-mqm9700", "port": "p{}",
+                   "type": "infiniband-ndr"},
+}
+
 PROVISIONING_NET = ipaddress.ip_network("10.16.0.0/16")
 OOB_NET = ipaddress.ip_network("10.32.0.0/16")
 
@@ -77,6 +90,14 @@ class HostPlan:
     macs: dict[str, str]  # interface name → MAC
     primary_ip: str  # on the provisioning interface
     oob_ip: str  # on the BMC interface
+    links: dict[str, tuple[str, str]] = field(default_factory=dict)  # interface → switch, port
+
+
+@dataclass(frozen=True)
+class SwitchPlan:
+    name: str
+    rack: str  # in the rack, no position
+    kind: str  # a key of SWITCH_TYPES
 
 
 @dataclass(frozen=True)
@@ -92,6 +113,16 @@ class SeedPlan:
     context_tags: tuple[str, ...] = ()
     context_weight: int = 1000
     provisioning_interface: str = PROVISIONING  # the interface that holds the primary IP
+
+    @property
+    def switches(self) -> tuple[SwitchPlan, ...]:
+        """The switches the hosts' links name, each in the rack of the first host cabled to it."""
+        found: dict[str, SwitchPlan] = {}
+        for h in self.hosts:
+            for iface, (switch, _) in h.links.items():
+                kind = "infiniband" if iface in IB_PORTS else "ethernet"
+                found.setdefault(switch, SwitchPlan(switch, h.rack, kind))
+        return tuple(found.values())
 
 
 def rack_name(number: int) -> str:
@@ -114,9 +145,35 @@ def _ip(network: ipaddress.IPv4Network, index: int) -> str:
     return f"{address}/{network.prefixlen}"
 
 
+def ethernet_leaf(rack: str) -> str:
+    return f"leaf-{rack.lower()}"
+
+
+def ib_leaf(group: int, rail: int) -> str:
+    return f"ib-leaf-{group + 1:03d}-{rail}"
+
+
+def ib_links(index: int) -> dict[str, tuple[str, str]]:
+    """HCA port i of host `index` (0-based, unique per site) to leaf i of its rail group."""
+    group, member = divmod(index, RAIL_GROUP)
+    return {port: (ib_leaf(group, rail), SWITCH_TYPES["infiniband"]["port"].format(member + 1))
+            for rail, port in enumerate(IB_PORTS)}
+
+
+def ethernet_links(rack: str, slot: int) -> dict[str, tuple[str, str]]:
+    """The provisioning and in-band ports of the host in `slot` (0-based) to its rack's leaf."""
+    port = SWITCH_TYPES["ethernet"]["port"]
+    return {PROVISIONING: (ethernet_leaf(rack), port.format(2 * slot + 1)),
+            INBAND: (ethernet_leaf(rack), port.format(2 * slot + 2))}
+
+
 def plan(racks: int, hosts_per_rack: int = HOSTS_PER_RACK, site: str = "lab1",
          first_rack: int = 1) -> SeedPlan:
-    """`racks` racks of `hosts_per_rack` GPU servers, numbered from `first_rack`."""
+    """`racks` racks of `hosts_per_rack` GPU servers, numbered from `first_rack`, with their
+    leaf switches and the cables between them."""
+    if 2 * hosts_per_rack > SWITCH_PORTS:
+        raise ValueError(f"a rack's leaf has {SWITCH_PORTS} ports: at most "
+                         f"{SWITCH_PORTS // 2} hosts per rack, not {hosts_per_rack}")
     rack_names = tuple(rack_name(first_rack + r) for r in range(racks))
     hosts = []
     for r, rack in enumerate(rack_names):
@@ -128,6 +185,7 @@ def plan(racks: int, hosts_per_rack: int = HOSTS_PER_RACK, site: str = "lab1",
                 macs={BMC: mac_for(index, 0), PROVISIONING: mac_for(index, 1),
                       INBAND: mac_for(index, 2)},
                 primary_ip=_ip(PROVISIONING_NET, index), oob_ip=_ip(OOB_NET, index),
+                links={**ethernet_links(rack, slot), **ib_links(index)},
             ))
     return SeedPlan(site=site, racks=rack_names, hosts=tuple(hosts))
 
@@ -171,6 +229,22 @@ def _ensure_device_type(netbox: NetBox) -> int:
     return int(device_type["id"])
 
 
+def _ensure_switch_types(netbox: NetBox) -> dict[str, int]:
+    """The leaf switches' device types (kind → id), their ports made from templates."""
+    nvidia, _ = netbox.get_or_create("dcim/manufacturers", {"slug": "nvidia"}, {"name": "NVIDIA"})
+    ids = {}
+    for kind, spec in SWITCH_TYPES.items():
+        device_type, created = netbox.get_or_create(
+            "dcim/device-types", {"slug": spec["slug"]},
+            {"manufacturer": nvidia["id"], "model": spec["model"], "u_height": 1})
+        if created:
+            netbox.create("dcim/interface-templates", [
+                {"device_type": device_type["id"], "name": spec["port"].format(n),
+                 "type": spec["type"]} for n in range(1, SWITCH_PORTS + 1)])
+        ids[kind] = int(device_type["id"])
+    return ids
+
+
 # Runs the hosts part of a seed elsewhere (NetBox's own shell); gets the payload, returns
 # {"created": {what: count}, "seconds": s}.
 HostLoader = Callable[[dict[str, Any]], dict[str, Any]]
@@ -197,6 +271,9 @@ def apply(netbox: NetBox, seed: SeedPlan,
     tag = {"slug": lab_tags.LAB}
     device_tags = [{"slug": t} for t in seed.tags]
     type_id = _ensure_device_type(netbox)
+    switch_types = _ensure_switch_types(netbox) if seed.switches else {}
+    switch_role, _ = netbox.get_or_create("dcim/device-roles", {"slug": SWITCH_ROLE},
+                                          {"name": "Leaf switch", "color": "2196f3"})
     for net, desc in ((PROVISIONING_NET, "GPU server provisioning"), (OOB_NET, "BMC / OOB")):
         netbox.get_or_create("ipam/prefixes", {"prefix": str(net)},
                              {"description": desc, "status": "active", "tags": [tag]})
@@ -213,7 +290,9 @@ def apply(netbox: NetBox, seed: SeedPlan,
             "tag_ids": [tag_ids[t["slug"]] for t in device_tags],
             "lab_tag_id": tag_ids[lab_tags.LAB],
             "provisioning_interface": PROVISIONING, "bmc_interface": BMC, "status": seed.status,
-            "racks": list(seed.racks), "hosts": [asdict(h) for h in seed.hosts]})
+            "racks": list(seed.racks), "hosts": [asdict(h) for h in seed.hosts],
+            "switch_role_id": switch_role["id"], "switch_types": switch_types,
+            "switches": [asdict(s) for s in seed.switches]})
         for what, count in result["created"].items():
             report.add(what, count, 0.0)
         progress(f"hosts loaded inside NetBox in {result['seconds']:.1f} s: {result['created']}")
@@ -246,16 +325,45 @@ def apply(netbox: NetBox, seed: SeedPlan,
         devices.update({d["name"]: d["id"] for d in new})
         return len(new)
 
+    def make_switches() -> int:
+        existing = {d["name"]: d["id"] for d in netbox.get_all(
+            "dcim/devices", {"site_id": site["id"], "role": SWITCH_ROLE}, fields=("id", "name"))}
+        new = netbox.create("dcim/devices", [
+            {"name": s.name, "device_type": switch_types[s.kind], "role": switch_role["id"],
+             "site": site["id"], "rack": racks[s.rack], "status": "active", "tags": [tag]}
+            for s in seed.switches if s.name not in existing])
+        switches.update(existing)
+        switches.update({d["name"]: d["id"] for d in new})
+        return len(new)
+
+    switches: dict[str, int] = {}
     step("racks", make_racks)
     step("devices", make_devices)
+    step("switches", make_switches)
     step("mac addresses", lambda: _assign_macs(netbox, seed, devices))
     step("ip addresses", lambda: _assign_ips(netbox, seed, devices))
+    step("cables", lambda: _cable(netbox, seed, devices, switches))
     return report
+
+
+def _cable(netbox: NetBox, seed: SeedPlan, devices: dict[str, int],
+           switches: dict[str, int]) -> int:
+    """A cable for each planned link whose host port has none yet."""
+    ports = _interface_ids(netbox, {**devices, **switches})
+
+    def end(interface: dict) -> list[dict]:
+        return [{"object_type": "dcim.interface", "object_id": interface["id"]}]
+
+    new = [{"a_terminations": end(near), "b_terminations": end(ports[(switches[switch], port)]),
+            "status": "connected", "tags": [{"slug": lab_tags.LAB}]}
+           for h in seed.hosts for name, (switch, port) in h.links.items()
+           if not (near := ports[(devices[h.name], name)]).get("cable")]
+    return len(netbox.create("dcim/cables", new))
 
 
 def _interface_ids(netbox: NetBox, devices: dict[str, int]) -> dict[tuple[int, str], dict]:
     rows = netbox.get_for_ids("dcim/interfaces", "device_id", devices.values(),
-                              fields=("id", "device", "name", "primary_mac_address"))
+                              fields=("id", "device", "name", "primary_mac_address", "cable"))
     return {(i["device"]["id"], i["name"]): i for i in rows}
 
 

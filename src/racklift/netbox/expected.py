@@ -31,6 +31,26 @@ class DeviceTypeRef:
     part_number: str | None = None
 
 
+# NetBox InfiniBand interface types → the speed a 4X link of the type trains at, as the fabric
+# tools name it, and its rate in Gb/s, as ibstat reports it.
+IB_LINK_TYPES = {"infiniband-sdr": ("SDR", 10), "infiniband-ddr": ("DDR", 20),
+                 "infiniband-qdr": ("QDR", 40), "infiniband-fdr10": ("FDR10", 40),
+                 "infiniband-fdr": ("FDR", 56), "infiniband-edr": ("EDR", 100),
+                 "infiniband-hdr": ("HDR", 200), "infiniband-ndr": ("NDR", 400),
+                 "infiniband-xdr": ("XDR", 800)}
+
+
+@dataclass(frozen=True)
+class LinkPeer:
+    """The far end of an interface's cable in NetBox: a switch (or other device) port."""
+
+    device: str
+    port: str
+
+    def __str__(self) -> str:
+        return f"{self.device} {self.port}"
+
+
 @dataclass(frozen=True)
 class ExpectedInterface:
     name: str
@@ -39,6 +59,7 @@ class ExpectedInterface:
     enabled: bool
     mac: str | None  # the interface's primary MAC address object, upper case
     ips: tuple[str, ...] = ()  # addresses with prefix length, e.g. "10.16.0.11/16"
+    peer: LinkPeer | None = None  # where its cable ends; None: NetBox records no cable
 
     @property
     def is_infiniband(self) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from racklift import names
@@ -32,6 +32,7 @@ from racklift.netbox.expected import (
     ExpectedHost,
     ExpectedInterface,
     InventoryHost,
+    LinkPeer,
     Problem,
 )
 
@@ -47,6 +48,8 @@ ITEM_FIELDS = ("id", "device", "name", "role", "manufacturer", "part_id", "seria
 IFACE_TEMPLATE_FIELDS = ("id", "device_type", "name", "type", "mgmt_only")
 ITEM_TEMPLATE_FIELDS = ("id", "device_type", "name", "role", "manufacturer", "part_id")
 DEVICE_TYPE_FIELDS = ("id", "manufacturer", "model", "slug", "part_number")
+CABLE_END_FIELDS = ("id", "cable", "cable_end", "termination_type", "termination_id")
+PEER_FIELDS = ("id", "name", "device")
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,8 @@ class RawModel:
     interfaces: list[Json]
     ip_addresses: list[Json]
     items: list[Json]
+    cable_ends: list[Json] = field(default_factory=list)  # both ends of their interfaces' cables
+    peer_interfaces: list[Json] = field(default_factory=list)  # the interfaces at those ends
 
 
 def _rack_ids(netbox: NetBox, selection: Selection) -> list[int]:
@@ -132,7 +137,10 @@ def reads_everything(selected: int, total: int) -> bool:
 
 
 def ref_id(row: Json, key: str) -> int | None:
+    """A reference's id: nested (most objects) or the bare key (a cable termination's cable)."""
     ref = row.get(key)
+    if isinstance(ref, int):
+        return ref
     return ref["id"] if ref else None
 
 
@@ -321,12 +329,34 @@ def fetch(netbox: NetBox, selection: Selection) -> RawModel:
         ip_addresses = [ip for ip in reads.ip_addresses.result()
                         if ip.get("assigned_object_id") in interface_ids]
         items = [i for i in items_read.result() if ref_id(i, "device") in device_ids]
+        cable_ends, peers = read_cable_ends(netbox, interface_ids, chosen.whole)
         return RawModel(
             devices=devices, device_types=types.device_types.result(),
             interface_templates=types.interface_templates.result(),
             item_templates=types.item_templates.result(),
             interfaces=interfaces, ip_addresses=ip_addresses, items=items,
+            cable_ends=cable_ends, peer_interfaces=peers,
         )
+
+
+def read_cable_ends(netbox: NetBox, interface_ids: set[int],
+                    whole: bool) -> tuple[list[Json], list[Json]]:
+    """Both ends of every cable on these interfaces, and the interfaces at those ends (with
+    their devices' names): flat lists, not NetBox's per-interface path lookups."""
+    if not interface_ids:
+        return [], []
+    if whole:
+        ends = netbox.scan("dcim/cable-terminations", fields=CABLE_END_FIELDS)
+    else:
+        near = netbox.get_for_ids("dcim/cable-terminations", "interface_id", interface_ids,
+                                  fields=CABLE_END_FIELDS)
+        ends = netbox.get_for_ids("dcim/cable-terminations", "cable_id",
+                                  {c for e in near if (c := ref_id(e, "cable"))},
+                                  fields=CABLE_END_FIELDS)
+    far = {e["termination_id"] for e in ends if e.get("termination_type") == INTERFACE_TYPE
+           and e["termination_id"] not in interface_ids}
+    peers = netbox.get_for_ids("dcim/interfaces", "id", far, fields=PEER_FIELDS) if far else []
+    return ends, peers
 
 
 def read_hosts(netbox: NetBox, selection: Selection) -> list[ExpectedHost]:
@@ -362,8 +392,39 @@ def group_by_ref(rows: Iterable[Json], key: str) -> dict[int, list[Json]]:
     return grouped
 
 
+INTERFACE_TYPE = "dcim.interface"  # a cable termination's type when it ends on an interface
+
+
+def port_names(raw: RawModel) -> dict[int, LinkPeer]:
+    """Every interface the model read, as a cable's far end names it: device and port."""
+    devices = {d["id"]: d.get("name") for d in raw.devices}
+    return {i["id"]: LinkPeer(_name(i.get("device")) or devices.get(ref_id(i, "device"))
+                              or f"device-{ref_id(i, 'device')}", i["name"])
+            for i in (*raw.interfaces, *raw.peer_interfaces)}
+
+
+def link_peers(cable_ends: Iterable[Json], ports: Mapping[int, LinkPeer]) -> dict[int, LinkPeer]:
+    """Each interface's far end, by interface id, for cables with one interface at each end.
+    A breakout (several terminations on one end) or a patch panel's port is not followed."""
+    by_cable: dict[int, dict[str, list[Json]]] = defaultdict(lambda: defaultdict(list))
+    for end in cable_ends:
+        if (cable := ref_id(end, "cable")) is not None:
+            by_cable[cable][str(end.get("cable_end"))].append(end)
+    peers: dict[int, LinkPeer] = {}
+    for ends in by_cable.values():
+        a, b = ends.get("A", []), ends.get("B", [])
+        if len(a) != 1 or len(b) != 1:
+            continue
+        if a[0].get("termination_type") == b[0].get("termination_type") == INTERFACE_TYPE:
+            for near, far in ((a[0], b[0]), (b[0], a[0])):
+                if (peer := ports.get(far["termination_id"])) is not None:
+                    peers[near["termination_id"]] = peer
+    return peers
+
+
 def build_hosts(raw: RawModel) -> list[ExpectedHost]:
     types = {t["id"]: t for t in raw.device_types}
+    peers = link_peers(raw.cable_ends, port_names(raw))
     iface_templates = group_by_ref(raw.interface_templates, "device_type")
     item_templates = group_by_ref(raw.item_templates, "device_type")
     interfaces = group_by_ref(raw.interfaces, "device")
@@ -377,7 +438,7 @@ def build_hosts(raw: RawModel) -> list[ExpectedHost]:
                     iface_templates.get(device["device_type"]["id"], []),
                     item_templates.get(device["device_type"]["id"], []),
                     interfaces.get(device["id"], []), ips_by_interface,
-                    items.get(device["id"], []))
+                    items.get(device["id"], []), peers)
         for device in raw.devices
     ]
     return sorted(hosts, key=lambda h: h.name)
@@ -417,7 +478,8 @@ def with_problems[H: (ExpectedHost, InventoryHost)](host: H, device_type: Json,
 
 def _build_host(device: Json, device_type: Json, iface_templates: list[Json],
                 item_templates: list[Json], interfaces: list[Json],
-                ips_by_interface: Mapping[int, list[str]], items: list[Json]) -> ExpectedHost:
+                ips_by_interface: Mapping[int, list[str]], items: list[Json],
+                peers: Mapping[int, LinkPeer]) -> ExpectedHost:
     record = record_fields(device)
     expected_ifaces = tuple(sorted(
         (ExpectedInterface(
@@ -425,7 +487,7 @@ def _build_host(device: Json, device_type: Json, iface_templates: list[Json],
             enabled=bool(i.get("enabled", True)),
             mac=(i["primary_mac_address"]["mac_address"].upper()
                  if i.get("primary_mac_address") else None),
-            ips=tuple(sorted(ips_by_interface.get(i["id"], ()))),
+            ips=tuple(sorted(ips_by_interface.get(i["id"], ()))), peer=peers.get(i["id"]),
         ) for i in interfaces), key=lambda i: i.name))
     serial_by_slot = {i["name"]: i.get("serial") or None for i in items}
     gpus = tuple(

@@ -17,7 +17,8 @@ from racklift.netbox.reader import Selection
 SELECTION_HELP = {
     "site": "site slug(s), comma-separated",
     "rack": "rack name(s), comma-separated",
-    "role": "device role slug(s), comma-separated",
+    "role": "device role slug(s), comma-separated (GPU servers: gpu-server, the default of "
+            "the commands that act on them)",
     "status": "device status(es), comma-separated (planned, staged, active, failed, offline)",
     "host": "device name(s), comma-separated",
 }

@@ -23,7 +23,7 @@ def bootstrap(c):
 
 
 @task(help={**SELECTION_HELP, "json": "print JSON on stdout instead of a table"})
-def expected(c, site=None, rack=None, role=None, status=None, host=None, json=False):
+def expected(c, site=None, rack=None, role="gpu-server", status=None, host=None, json=False):
     """Show what NetBox expects of the selected hosts, and what their records lack."""
     chosen = selection(site, rack, role, status, host)
     with operator_errors():
@@ -37,7 +37,7 @@ def expected(c, site=None, rack=None, role=None, status=None, host=None, json=Fa
 
 
 @task(help=SELECTION_HELP)
-def inventory(c, site=None, rack=None, role=None, status=None, host=None):
+def inventory(c, site=None, rack=None, role="gpu-server", status=None, host=None):
     """Print the Ansible inventory racklift builds from NetBox (ansible-inventory --list form)."""
     with operator_errors():
         hosts = read_inventory_hosts(connect(), selection(site, rack, role, status, host))

@@ -145,7 +145,7 @@ def _bundle_entry(directory: Path,
 
 
 @task(help={**SELECTION_HELP, "to": "directory for the bundles (default runs/<time>-bundle)"})
-def bundle(c, site=None, rack=None, role=None, status=None, host=None, to=None):
+def bundle(c, site=None, rack=None, role="gpu-server", status=None, host=None, to=None):
     """Collect support bundles from hosts (read-only on the hosts), for offline diagnosis."""
     chosen = selection(site, rack, role, status, host)
     with operator_errors():

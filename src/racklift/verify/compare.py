@@ -7,33 +7,12 @@ out of the pool; a `warning` is reported and does not.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
 
 from racklift.facts.host import HostFacts
 from racklift.natural import natural_key
-from racklift.netbox.expected import ExpectedGPU, ExpectedHost
-
-CRITICAL = "critical"
-WARNING = "warning"
-
-# NetBox InfiniBand interface types → the port rate (Gb/s, 4X) ibstat reports.
-IB_RATES = {"infiniband-sdr": 10, "infiniband-ddr": 20, "infiniband-qdr": 40,
-            "infiniband-fdr10": 40, "infiniband-fdr": 56, "infiniband-edr": 100,
-            "infiniband-hdr": 200, "infiniband-ndr": 400, "infiniband-xdr": 800}
-
-
-@dataclass(frozen=True)
-class Mismatch:
-    field: str
-    expected: Any
-    observed: Any
-    severity: str
-    hint: str
-
-    def __str__(self) -> str:
-        return (f"{self.field}: expected {self.expected!r}, observed {self.observed!r} "
-                f"[{self.severity}] — {self.hint}")
+from racklift.netbox.expected import IB_LINK_TYPES, ExpectedGPU, ExpectedHost
+from racklift.verify.cabling import cabling
+from racklift.verify.mismatch import CRITICAL, WARNING, Mismatch
 
 
 def _same(a: str | None, b: str | None) -> bool:
@@ -64,7 +43,7 @@ def gpu_slots(expected: ExpectedHost) -> list[ExpectedGPU]:
 def compare(expected: ExpectedHost, facts: HostFacts) -> list[Mismatch]:
     return [*_identity(expected, facts), *_gpus(expected, facts), *_hcas(expected, facts),
             *_interfaces(expected, facts), *_software(expected, facts), *_partial(facts),
-            *_topology(expected, facts), *_nvlinks(expected, facts)]
+            *_topology(expected, facts), *_nvlinks(expected, facts), *cabling(expected, facts)]
 
 
 # What a tool that stopped part-way says about the host, by output.
@@ -155,7 +134,7 @@ def _hcas(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
         port = by_ca.get(iface.name)
         if port is None:
             continue
-        rate = IB_RATES.get(iface.type)
+        rate = IB_LINK_TYPES.get(iface.type, (None, None))[1]
         if rate and port.rate_gbps is not None and port.rate_gbps != rate \
                 and (port.state or "").lower() == "active":
             yield Mismatch(f"interfaces.{iface.name}.rate", rate, port.rate_gbps, CRITICAL,

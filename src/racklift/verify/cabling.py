@@ -1,0 +1,131 @@
+"""Cabling: the neighbour each cabled port sees, against the far end of its NetBox cable.
+
+Pure: an ExpectedHost and HostFacts in, Mismatches out. Ethernet ports are read from LLDP
+(`lldpctl -f json`), InfiniBand ports from the fabric map (`ibnetdiscover`), found by the CA's
+node GUID. Findings, each naming the port, what NetBox records and what the host sees:
+`cable.no_neighbor[port]`, `cable.wrong_peer[port]`, `cable.swapped[port]` (two ports each see
+the other's peer) and `cable.degraded[port]` (an InfiniBand link trained below its type).
+InfiniBand rails and the provisioning port are critical; other Ethernet ports warn.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from racklift.facts.host import HostFacts
+from racklift.facts.observed import IbLink, LldpNeighbor
+from racklift.netbox.expected import IB_LINK_TYPES, ExpectedHost, ExpectedInterface, LinkPeer
+from racklift.verify.mismatch import CRITICAL, WARNING, Mismatch
+
+IB_WIDTH = "4x"  # what every HCA port racklift checks should train at
+# What separates a switch's name from the rest of its InfiniBand node description
+# ("MF0;ib-leaf-001-3:MQM9700/U1", "ib-leaf-001-3 MQM9700").
+_DESC_PARTS = re.compile(r"[;:/\s]+")
+_PORT_NUMBER = re.compile(r"(\d+)$")
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What one cabled port sees: shown as text, and whether it is a given NetBox far end."""
+
+    shown: str | None  # None: no neighbour
+    matches: Callable[[LinkPeer], bool]
+
+
+def _same(a: str | None, b: str) -> bool:
+    return (a or "").strip().casefold() == b.strip().casefold()
+
+
+def lldp_is(neighbor: LldpNeighbor, peer: LinkPeer) -> bool:
+    """Whether an LLDP neighbour is this switch port: the system name (or its first DNS label)
+    is the device, and the port id or, where a switch sends its name there, the port
+    description is the port."""
+    name = neighbor.chassis_name or ""
+    device = _same(name, peer.device) or _same(name.split(".")[0], peer.device)
+    return device and (_same(neighbor.port_id, peer.port) or _same(neighbor.port_descr, peer.port))
+
+
+def ib_is(link: IbLink, peer: LinkPeer) -> bool:
+    """Whether a fabric link ends at this switch port: the device is one part of the switch's
+    node description, and the port's number (its name's trailing digits) the link's port."""
+    number = _PORT_NUMBER.search(peer.port)
+    return (any(_same(part, peer.device) for part in _DESC_PARTS.split(link.peer_desc))
+            and number is not None and int(number[1]) == link.peer_port)
+
+
+def _ethernet_seen(iface: ExpectedInterface, lldp: tuple[LldpNeighbor, ...]) -> Seen:
+    heard = [n for n in lldp if n.interface == iface.name]
+    shown = ", ".join(f"{n.chassis_name or n.chassis_id} {n.port_id or n.port_descr}"
+                      for n in heard)
+    return Seen(shown or None, lambda peer: any(lldp_is(n, peer) for n in heard))
+
+
+def _ib_seen(link: IbLink | None) -> Seen:
+    if link is None:
+        return Seen(None, lambda _: False)
+    return Seen(f"{link.peer_desc} port {link.peer_port}", lambda peer: ib_is(link, peer))
+
+
+def cabling(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
+    cabled = [i for i in expected.interfaces if i.peer is not None and not i.mgmt_only]
+    ethernet = [i for i in cabled if not i.is_infiniband]
+    infiniband = [i for i in cabled if i.is_infiniband]
+    provisioning = expected.provisioning_interface
+    if ethernet:
+        if facts.lldp is None:
+            yield Mismatch("cable.lldp", "lldpctl -f json", "not collected",
+                           CRITICAL if any(i.name == provisioning for i in ethernet) else WARNING,
+                           "install and start lldpd (the base_os role does), then read "
+                           "`lldpctl` on the host")
+        else:
+            yield from _judge({i.name: (i, _ethernet_seen(i, facts.lldp)) for i in ethernet},
+                              lambda i: CRITICAL if i.name == provisioning else WARNING)
+    if infiniband:
+        if facts.ib_links is None:
+            yield Mismatch("cable.infiniband", "ibnetdiscover", "not collected", CRITICAL,
+                           "install infiniband-diags (the ofed role does), then read "
+                           "`ibnetdiscover` on the host")
+        else:
+            links = facts.ib_links
+            yield from _judge({i.name: (i, _ib_seen(links.get(i.name))) for i in infiniband},
+                              lambda _: CRITICAL)
+            yield from _degraded(infiniband, links)
+
+
+def _judge(ports: dict[str, tuple[ExpectedInterface, Seen]],
+           severity: Callable[[ExpectedInterface], str]) -> Iterator[Mismatch]:
+    for name, (iface, seen) in ports.items():
+        peer = iface.peer
+        assert peer is not None
+        if seen.shown is None:
+            yield Mismatch(f"cable.no_neighbor[{name}]", str(peer), None, severity(iface),
+                           f"{name} sees no neighbour: check that the cable is seated at both "
+                           f"ends ({peer}) and the switch port is enabled")
+        elif not seen.matches(peer):
+            other = next((o for o, (o_iface, o_seen) in ports.items()
+                          if o != name and o_iface.peer and seen.matches(o_iface.peer)
+                          and o_seen.matches(peer)), None)
+            if other is not None:
+                yield Mismatch(f"cable.swapped[{name}]", str(peer), seen.shown, severity(iface),
+                               f"the cables of {name} and {other} are swapped: move them so "
+                               f"{name} goes to {peer}")
+            else:
+                yield Mismatch(f"cable.wrong_peer[{name}]", str(peer), seen.shown,
+                               severity(iface), f"{name} is cabled to another port than NetBox "
+                               f"records: move its cable to {peer}, or correct the NetBox cable")
+
+
+def _degraded(ports: list[ExpectedInterface], links: dict[str, IbLink]) -> Iterator[Mismatch]:
+    for iface in ports:
+        link = links.get(iface.name)
+        if link is None or iface.type not in IB_LINK_TYPES:
+            continue
+        want = IB_LINK_TYPES[iface.type][0]
+        if link.speed != want or link.width.lower() != IB_WIDTH:
+            yield Mismatch(f"cable.degraded[{iface.name}]", f"{IB_WIDTH}{want}",
+                           f"{link.width}{link.speed}", CRITICAL,
+                           f"{iface.name}'s link to {link.peer_desc} port {link.peer_port} "
+                           "trained below its type: reseat or replace the cable (or the "
+                           "transceiver), then check the switch port's errors")

@@ -1,0 +1,152 @@
+"""The gate's cabling check on real captures: a GPU host's rail NICs as lldpd heard SONiC leaves,
+and an NDR DGX fabric as ibnetdiscover mapped it, against the far ends NetBox records."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+import emulated
+from racklift.facts.host import HostFacts, own_links
+from racklift.facts.observed import HCAPortFacts
+from racklift.facts.parsers import parse_ibnetdiscover, parse_lldpctl_json
+from racklift.netbox.expected import ExpectedHost, ExpectedInterface, LinkPeer
+from racklift.verify.cabling import cabling, ib_is, lldp_is
+from racklift.verify.compare import compare
+from racklift.verify.mismatch import CRITICAL, WARNING
+
+REAL = Path(__file__).parents[1] / "fixtures" / "real"
+# A GPU host's NICs: ens1np0 to a storage switch, four rails to LEAF01-04 (SONiC, port ids
+# of type local).
+LLDP = parse_lldpctl_json((REAL / "lldpctl-json0_sonic-cuos-ds730-leafs_gpu-host-rail.json")
+                          .read_text())
+FABRIC = parse_ibnetdiscover((REAL / "ibnetdiscover_ndr-quantum2-qm9701-dgx_full-fabric-plain.txt")
+                             .read_text())
+RAILS = {"ens108np0": "leaf01", "ens110np0": "leaf02", "ens841np0": "leaf03",
+         "ens842np0": "leaf04"}
+# DGX a08-p1-dgx-04-c17's mlx5_5 (node GUID from the map) on leaf A09-P1-IBLEAF-04-04 port 17.
+DGX_CA = HCAPortFacts(ca="mlx5_5", ca_type="MT4129", firmware=None,
+                      node_guid="0xe09d7303007a5a68", port=1, state="Active",
+                      phys_state="LinkUp", rate_gbps=400, link_layer="InfiniBand",
+                      port_guid=None, base_lid=None, is_vf=False)
+
+
+def _host(peers: dict[str, tuple[str, str]], provisioning: str = "ens1np0") -> ExpectedHost:
+    """The emulated host's record with these interfaces cabled (name → switch, port); mlx5_*
+    are NDR ports, the rest 100G Ethernet."""
+    interfaces = tuple(ExpectedInterface(
+        name, "infiniband-ndr" if name.startswith("mlx5") else "100gbase-x-qsfp28", False,
+        True, None, peer=LinkPeer(*peer)) for name, peer in peers.items())
+    return replace(emulated.expected_host(), interfaces=interfaces,
+                   provisioning_interface=provisioning, parsed=None)
+
+
+def _findings(expected: ExpectedHost, facts: HostFacts) -> dict[str, tuple]:
+    return {m.field: (m.expected, m.observed, m.severity) for m in cabling(expected, facts)}
+
+
+def _eth(**changes: tuple[str, str]) -> dict[str, tuple[str, str]]:
+    plan = {"ens1np0": ("storagesw", "Ethernet120"),
+            **{nic: (leaf, "Ethernet184") for nic, leaf in RAILS.items()}}
+    return {**plan, **changes}
+
+
+def test_rails_as_netbox_records_them_pass_whatever_the_case_of_names():
+    assert _findings(_host(_eth()), HostFacts("h", lldp=LLDP)) == {}
+
+
+def test_two_rails_swapped_are_named_swapped_each_with_the_other():
+    record = _host(_eth(ens108np0=("leaf02", "Ethernet184"), ens110np0=("leaf01", "Ethernet184")))
+    found = list(cabling(record, HostFacts("h", lldp=LLDP)))
+    assert {m.field for m in found} == {"cable.swapped[ens108np0]", "cable.swapped[ens110np0]"}
+    first = next(m for m in found if m.field == "cable.swapped[ens108np0]")
+    assert (first.expected, first.observed) == ("leaf02 Ethernet184", "LEAF01 Ethernet184")
+    assert "ens110np0" in first.hint
+    # Data rails are not the provisioning port: a warning, the host may still join.
+    assert first.severity == WARNING
+
+
+def test_a_port_on_another_switch_port_is_a_wrong_peer_and_critical_on_provisioning():
+    found = _findings(_host(_eth(ens1np0=("storagesw", "Ethernet0"),
+                                 ens841np0=("leaf07", "Ethernet184"))),
+                      HostFacts("h", lldp=LLDP))
+    assert found == {
+        "cable.wrong_peer[ens1np0]": ("storagesw Ethernet0", "StorageSW Ethernet120", CRITICAL),
+        "cable.wrong_peer[ens841np0]": ("leaf07 Ethernet184", "LEAF03 Ethernet184", WARNING)}
+
+
+def test_a_cabled_port_lldpd_heard_nothing_on_has_no_neighbor():
+    found = _findings(_host(_eth(eno1=("storagesw", "Ethernet1"))), HostFacts("h", lldp=LLDP))
+    assert found == {"cable.no_neighbor[eno1]": ("storagesw Ethernet1", None, WARNING)}
+
+
+def test_lldp_not_collected_fails_a_host_whose_provisioning_port_is_cabled():
+    assert _findings(_host(_eth()), HostFacts("h"))["cable.lldp"][2] == CRITICAL
+    uncabled_provisioning = _host(_eth(), provisioning="eno1")
+    assert _findings(uncabled_provisioning, HostFacts("h"))["cable.lldp"][2] == WARNING
+
+
+def test_an_uncabled_record_is_not_checked():
+    host = replace(emulated.expected_host(), parsed=None)
+    assert not any(m.field.startswith("cable") for m in compare(host, HostFacts("h")))
+
+
+def test_an_fqdn_system_name_and_a_port_description_match():
+    neighbor = replace(LLDP[1], chassis_name="LEAF03.fabric.example", port_id="etp47",
+                       port_descr="Ethernet184")
+    assert lldp_is(neighbor, LinkPeer("leaf03", "Ethernet184"))
+    assert not lldp_is(neighbor, LinkPeer("leaf03.fabric", "Ethernet184"))
+    assert not lldp_is(neighbor, LinkPeer("leaf03", "Ethernet18"))
+
+
+def test_the_dgx_hca_port_is_found_by_node_guid_on_its_leaf_port():
+    links = own_links(FABRIC, [DGX_CA])
+    assert links is not None and links["mlx5_5"].peer_port == 17
+    record = _host({"mlx5_5": ("a09-p1-ibleaf-04-04", "p17")})
+    assert _findings(record, HostFacts("h", ib_links=links)) == {}
+    moved = _host({"mlx5_5": ("a09-p1-ibleaf-04-04", "p18")})
+    assert _findings(moved, HostFacts("h", ib_links=links)) == {
+        "cable.wrong_peer[mlx5_5]": ("a09-p1-ibleaf-04-04 p18",
+                                     "MF0;A09-P1-IBLEAF-04-04:MQM9701/U1 port 17", CRITICAL)}
+
+
+def test_a_node_description_never_picks_a_hosts_link():
+    # Another CA that calls itself c17's mlx5_5: only the node GUID ibstat gives counts.
+    impostor = replace(next(link for link in FABRIC if link.node_desc.endswith("c16 mlx5_5")),
+                       node_desc="a08-p1-dgx-04-c17 mlx5_5", peer_port=99)
+    links = own_links((impostor, *FABRIC), [DGX_CA])
+    assert links is not None and links["mlx5_5"].peer_port == 17
+    assert own_links(FABRIC, [replace(DGX_CA, node_guid="0x0000000000000001")]) == {}
+
+
+def test_an_ndr_port_trained_at_hdr_is_degraded_handmade_variant():
+    # Hand-made: the real map's c17 link with its speed changed to HDR.
+    text = (REAL / "ibnetdiscover_ndr-quantum2-qm9701-dgx_full-fabric-plain.txt").read_text()
+    line = next(line for line in text.splitlines() if line.startswith("[1](e09d7303007a5a68)"))
+    degraded = parse_ibnetdiscover(text.replace(line, line.replace("4xNDR", "2xHDR")))
+    links = own_links(degraded, [DGX_CA])
+    found = _findings(_host({"mlx5_5": ("a09-p1-ibleaf-04-04", "p17")}),
+                      HostFacts("h", ib_links=links))
+    assert found == {"cable.degraded[mlx5_5]": ("4xNDR", "2xHDR", CRITICAL)}
+
+
+def test_ib_swap_and_no_link_and_not_collected():
+    c16 = replace(DGX_CA, ca="mlx5_6", node_guid="0xe09d7303007a4e18")
+    links = own_links(FABRIC, [DGX_CA, c16])
+    swapped = _host({"mlx5_5": ("A09-P1-IBLEAF-04-04", "p16"),
+                     "mlx5_6": ("A09-P1-IBLEAF-04-04", "p17"),
+                     "mlx5_7": ("A09-P1-IBLEAF-04-04", "p18")})
+    found = _findings(swapped, HostFacts("h", ib_links=links))
+    assert set(found) == {"cable.swapped[mlx5_5]", "cable.swapped[mlx5_6]",
+                          "cable.no_neighbor[mlx5_7]"}
+    assert {f[2] for f in found.values()} == {CRITICAL}
+    assert _findings(swapped, HostFacts("h"))["cable.infiniband"][2] == CRITICAL
+
+
+@pytest.mark.parametrize("port, matches", [("p17", True), ("IB1/17", True), ("17", True),
+                                           ("p7", False), ("uplink", False)])
+def test_a_switch_port_name_is_read_by_its_trailing_number(port, matches):
+    link = own_links(FABRIC, [DGX_CA])["mlx5_5"]  # type: ignore[index]
+    assert ib_is(link, LinkPeer("a09-p1-ibleaf-04-04", port)) is matches

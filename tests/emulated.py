@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 
 from racklift.facts.bundle import Bundle, Output
-from racklift.lab import hosts, hwemu, seed
+from racklift.lab import hardware, hosts, hwemu, seed
 from racklift.netbox.expected import (
     DeviceTypeRef,
     ExpectedGPU,
     ExpectedHost,
     ExpectedInterface,
+    LinkPeer,
 )
 
 PLAN = hosts.plan(1, "U01").hosts[0]
@@ -32,7 +33,8 @@ def expected_host(gpu_serials: dict[int, str] | None = None) -> ExpectedHost:
         (ExpectedInterface(t["name"], t["type"], bool(t.get("mgmt_only")), True,
                            PLAN.macs.get(t["name"]),
                            (PLAN.primary_ip,) if t["name"] == seed.PROVISIONING else
-                           (PLAN.oob_ip,) if t["name"] == seed.BMC else ())
+                           (PLAN.oob_ip,) if t["name"] == seed.BMC else (),
+                           LinkPeer(*PLAN.links[t["name"]]) if t["name"] in PLAN.links else None)
          for t in dt["interfaces"]), key=lambda i: i.name))
     gpus = tuple(ExpectedGPU(g["name"], g["manufacturer"], g["part_id"],
                              (gpu_serials or {}).get(n)) for n, g in enumerate(dt["gpus"]))
@@ -53,7 +55,8 @@ def expected_host(gpu_serials: dict[int, str] | None = None) -> ExpectedHost:
 
 
 def healthy_profile() -> hwemu.Profile:
-    return hwemu.generate_profile(PLAN.name, PLAN.serial, seed=1)
+    return hwemu.cabled(hwemu.generate_profile(PLAN.name, PLAN.serial, seed=1),
+                        hardware.ib_cables(PLAN))
 
 
 def _ip_json(profile: hwemu.Profile) -> tuple[str, str]:
@@ -78,6 +81,7 @@ def bundle(profile: hwemu.Profile) -> Bundle:
         "nvidia-smi-nvlink.txt": Output(hwemu.nvidia_smi_nvlink(profile)),
         "ibstat.txt": Output(hwemu.ibstat(profile)),
         "ibv_devinfo.txt": Output(hwemu.ibv_devinfo(profile)),
+        "ibnetdiscover.txt": Output(hwemu.ibnetdiscover(profile)),
         "dmidecode.txt": Output(hwemu.dmidecode(profile, "0,1")),
         "dmesg.txt": Output(hwemu.dmesg(profile)),
         "lspci.txt": Output("", rc=127, stderr="sh: 1: lspci: not found"),

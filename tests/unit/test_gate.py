@@ -39,6 +39,10 @@ CAUGHT_BY = {
     "driver-version-wrong": ("software.nvidia_driver", compare.CRITICAL),
     "nvlink-down": ("nvlink[3].links", compare.CRITICAL),
     "numa-misplaced": ("topology.GPU6.nic", compare.CRITICAL),
+    "cable-swapped": ("cable.swapped[mlx5_0]", compare.CRITICAL),
+    "cable-wrong-leaf": ("cable.wrong_peer[mlx5_2]", compare.CRITICAL),
+    "ib-link-degraded": ("cable.degraded[mlx5_4]", compare.CRITICAL),
+    "link-no-neighbor": ("cable.no_neighbor[mlx5_7]", compare.CRITICAL),
 }
 
 

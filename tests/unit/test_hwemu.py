@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from racklift.facts.observed import IbLink
+from racklift.facts.parsers.ibnetdiscover import parse_ibnetdiscover
 from racklift.facts.parsers.topology import parse_nvidia_smi_nvlink, parse_nvidia_smi_topo
 from racklift.lab import hwemu
 from racklift.lab.hwemu import nvidia_smi
@@ -38,9 +40,13 @@ DMIDECODE = REAL / "dmidecode_supermicro-sys-7049gp-trt_3.1.txt"
 UUID_RE = r"GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 
+# HCA i to rail leaf i, port 3: as the lab plans a rack's third host.
+CABLES = {f"mlx5_{i}": [f"ib-leaf-x-1-{i}", 3] for i in range(8)}
+
+
 @pytest.fixture
 def profile() -> hwemu.Profile:
-    return hwemu.generate_profile("gpu-a01", "S421GE0001X0001", 7)
+    return hwemu.cabled(hwemu.generate_profile("gpu-a01", "S421GE0001X0001", 7), CABLES)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -612,9 +618,9 @@ def _check_ib_down(p: hwemu.Profile) -> bool:
             and "PORT_DOWN (1)" in hwemu.ibv_devinfo(p, "mlx5_3"))
 
 
-def _check_ib_rate(p: hwemu.Profile) -> bool:
-    return ("\t\tRate: 200\n" in hwemu.ibstat(p, "mlx5_5")
-            and hwemu.sysfs_tree(p)["class/infiniband/mlx5_5/ports/1/rate"]
+def _check_ib_rate(p: hwemu.Profile, ca: str = "mlx5_5") -> bool:
+    return ("\t\tRate: 200\n" in hwemu.ibstat(p, ca)
+            and hwemu.sysfs_tree(p)[f"class/infiniband/{ca}/ports/1/rate"]
             == "200 Gb/sec (4X HDR)\n")
 
 
@@ -642,6 +648,13 @@ def _topology(p: hwemu.Profile):
     return parse_nvidia_smi_topo(hwemu.nvidia_smi_topo(p))
 
 
+def _fabric(p: hwemu.Profile) -> dict[str, IbLink]:
+    """Each CA's link in the emulated fabric map, found by node GUID as the gate finds it."""
+    guids = {h.node_guid: h.ca for h in p.hcas}
+    return {guids[link.node_guid]: link for link in parse_ibnetdiscover(hwemu.ibnetdiscover(p))
+            if link.node_type == "ca"}
+
+
 FAULT_CHECKS: dict[str, Callable[[hwemu.Profile, hwemu.Profile], bool]] = {
     "gpu-missing": lambda p, _h: _check_gpu_missing(p),
     "gpu-lost": lambda p, _h: "Unable to determine the device handle for GPU 0000:AB:00.0: "
@@ -657,6 +670,15 @@ FAULT_CHECKS: dict[str, Callable[[hwemu.Profile, hwemu.Profile], bool]] = {
     "driver-version-wrong": lambda p, _h: _check_driver(p),
     "nvlink-down": lambda p, _h: _nvlinks(p)[3].inactive == (7,),
     "numa-misplaced": lambda p, _h: _topology(p).link("GPU6", "NIC6") == "SYS",
+    "cable-swapped": lambda p, _h: (
+        "ib-leaf-x-1-1:" in _fabric(p)["mlx5_0"].peer_desc
+        and "ib-leaf-x-1-0:" in _fabric(p)["mlx5_1"].peer_desc),
+    "cable-wrong-leaf": lambda p, _h: (_fabric(p)["mlx5_2"].peer_desc,
+                                       _fabric(p)["mlx5_2"].peer_port) == (
+        "MF0;ib-leaf-x-1-3:MQM9700/U1", 35),
+    "ib-link-degraded": lambda p, _h: (_fabric(p)["mlx5_4"].speed == "HDR"
+                                         and _check_ib_rate(p, "mlx5_4")),
+    "link-no-neighbor": lambda p, _h: "mlx5_7" not in _fabric(p),
 }
 
 
@@ -701,7 +723,7 @@ def test_faults_combine(profile: hwemu.Profile) -> None:
 
 
 def test_generate_profile_is_deterministic(profile: hwemu.Profile) -> None:
-    again = hwemu.generate_profile("gpu-a01", "S421GE0001X0001", 7)
+    again = hwemu.cabled(hwemu.generate_profile("gpu-a01", "S421GE0001X0001", 7), CABLES)
     assert again.to_dict() == profile.to_dict()
     assert hwemu.nvidia_smi_query(again, ["uuid", "serial"]) == hwemu.nvidia_smi_query(
         profile, ["uuid", "serial"])
@@ -960,3 +982,15 @@ def test_hwemu_imports_only_stdlib_and_itself() -> None:
                     if isinstance(node, ast.ImportFrom) and node.module and not node.level}
         allowed = {"hwemu"} if path.name == "hwemu-tool" else set()
         assert modules <= set(sys.stdlib_module_names) | {"__future__"} | allowed, (path, modules)
+
+
+def test_the_fabric_map_shows_each_link_from_both_ends(profile: hwemu.Profile) -> None:
+    links = parse_ibnetdiscover(hwemu.ibnetdiscover(profile))
+    ca_side = {(link.node_guid, link.peer_desc, link.peer_port) for link in links
+               if link.node_type == "ca"}
+    switch_side = {(link.peer_guid, link.node_desc, link.port) for link in links
+                   if link.node_type == "switch"}
+    assert ca_side == switch_side
+    assert len(ca_side) == 8 and {link.width + link.speed for link in links} == {"4xNDR"}
+    assert {link.peer_desc for link in links if link.node_type == "switch"} == {
+        f"gpu-a01 mlx5_{i}" for i in range(8)}

@@ -97,6 +97,10 @@ def plan(count: int, rack: str = "L01", site: str = "lab1", net: LabNet = LAB) -
                   seed.INBAND: seed.mac_for(index, 2)},
             primary_ip=f"{net.subnet.network_address + FIRST_HOST + slot}/{net.subnet.prefixlen}",
             oob_ip=f"{net.oob.network_address + FIRST_HOST + slot}/{net.oob.prefixlen}",
+            # InfiniBand cables to the rack's own rail leaves (the fabric is emulated from
+            # them). Ethernet cables are not planned: LLDP is not spoken in the lab yet.
+            links=seed.ib_links(f"{rack.lower()}-{slot // seed.RAIL_GROUP + 1}",
+                                slot % seed.RAIL_GROUP),
         ))
     return seed.SeedPlan(site=site, racks=(rack,), hosts=tuple(hosts), status="staged",
                          tags=(tags.LAB, tags.LAB_HOST), context_name="racklift-lab-hosts",

@@ -149,15 +149,10 @@ def ethernet_leaf(rack: str) -> str:
     return f"leaf-{rack.lower()}"
 
 
-def ib_leaf(group: int, rail: int) -> str:
-    return f"ib-leaf-{group + 1:03d}-{rail}"
-
-
-def ib_links(index: int) -> dict[str, tuple[str, str]]:
-    """HCA port i of host `index` (0-based, unique per site) to leaf i of its rail group."""
-    group, member = divmod(index, RAIL_GROUP)
-    return {port: (ib_leaf(group, rail), SWITCH_TYPES["infiniband"]["port"].format(member + 1))
-            for rail, port in enumerate(IB_PORTS)}
+def ib_links(group: str, member: int) -> dict[str, tuple[str, str]]:
+    """HCA port i of the `member`-th host (0-based) of a rail group to leaf i of the group."""
+    port = SWITCH_TYPES["infiniband"]["port"].format(member + 1)
+    return {hca: (f"ib-leaf-{group}-{rail}", port) for rail, hca in enumerate(IB_PORTS)}
 
 
 def ethernet_links(rack: str, slot: int) -> dict[str, tuple[str, str]]:
@@ -185,7 +180,8 @@ def plan(racks: int, hosts_per_rack: int = HOSTS_PER_RACK, site: str = "lab1",
                 macs={BMC: mac_for(index, 0), PROVISIONING: mac_for(index, 1),
                       INBAND: mac_for(index, 2)},
                 primary_ip=_ip(PROVISIONING_NET, index), oob_ip=_ip(OOB_NET, index),
-                links={**ethernet_links(rack, slot), **ib_links(index)},
+                links={**ethernet_links(rack, slot),
+                       **ib_links(f"{index // RAIL_GROUP + 1:03d}", index % RAIL_GROUP)},
             ))
     return SeedPlan(site=site, racks=rack_names, hosts=tuple(hosts))
 

@@ -26,6 +26,7 @@ Output formats follow real captures (see ``tests/fixtures/real/SOURCES.md``):
 
 from .cli import TOOLS, main
 from .dmi import dmidecode, dmidecode_string
+from .fabric import ibnetdiscover
 from .faults import FAULTS, heal, inject
 from .generate import generate_profile
 from .infiniband import ibstat, ibv_devinfo
@@ -46,6 +47,7 @@ from .profile import (
     HCAPort,
     Profile,
     System,
+    cabled,
     installed_driver,
     load_profile,
     save_profile,
@@ -56,9 +58,9 @@ from .topology import nvidia_smi_nvlink, nvidia_smi_topo
 
 __all__ = [
     "DEFAULT_DRIVER", "FAULTS", "GPU", "HGX_H100_BUSES", "NVIDIA_SMI_NO_DRIVER", "PROFILE_ENV",
-    "TOOLS", "HCAPort", "InvalidQueryField", "Profile", "System", "dmesg", "dmidecode",
-    "dmidecode_string", "generate_profile", "heal", "ibstat", "ibv_devinfo", "inject",
-    "installed_driver", "load_profile", "main", "nvidia_smi_list", "nvidia_smi_nvlink",
+    "TOOLS", "HCAPort", "InvalidQueryField", "Profile", "System", "cabled", "dmesg", "dmidecode",
+    "dmidecode_string", "generate_profile", "heal", "ibnetdiscover", "ibstat", "ibv_devinfo",
+    "inject", "installed_driver", "load_profile", "main", "nvidia_smi_list", "nvidia_smi_nvlink",
     "nvidia_smi_q", "nvidia_smi_query", "nvidia_smi_summary", "nvidia_smi_topo",
     "nvidia_smi_version", "nvidia_smi_xml", "save_profile", "sysfs_tree",
     "with_installed_driver", "write_sysfs",

@@ -15,6 +15,7 @@ from .dmi import (
     dmidecode,
     dmidecode_string,
 )
+from .fabric import ibnetdiscover
 from .faults import FAULTS, heal, inject
 from .generate import generate_profile
 from .infiniband import _sorted_hcas, ibstat, ibv_devinfo
@@ -213,8 +214,15 @@ def _cli_dmesg(p: Profile, args: list[str]) -> str:
     return dmesg(p)
 
 
+def _cli_ibnetdiscover(p: Profile, args: list[str]) -> str:
+    if args:
+        raise _Exit(1, "", f"ibnetdiscover: the lab emulates the plain map only, not {args[0]}\n")
+    return ibnetdiscover(p)
+
+
 TOOLS: dict[str, Callable[[Profile, list[str]], str]] = {
     "nvidia-smi": _cli_nvidia_smi,
+    "ibnetdiscover": _cli_ibnetdiscover,
     "ibstat": _cli_ibstat,
     "ibv_devinfo": _cli_ibv_devinfo,
     "dmidecode": _cli_dmidecode,

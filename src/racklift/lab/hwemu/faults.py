@@ -8,7 +8,7 @@ import random
 from collections.abc import Callable
 
 from .generate import generate_profile
-from .profile import GPU, WRONG_DRIVER, Profile, _hca, _set_driver, _ts
+from .profile import GPU, WRONG_DRIVER, Profile, _hca, _set_driver, _ts, cabled
 
 
 def _last_uptime(p: Profile) -> float:
@@ -116,6 +116,41 @@ def _numa_misplaced(p: Profile) -> None:
         h.pci_bus_id = f"0000:{_STRAY_SLOT:02x}:00.0"
 
 
+def _cable_swapped(p: Profile) -> None:
+    """mlx5_0's and mlx5_1's cables swapped at the host: each reaches the other's rail leaf."""
+    a, b = _hca(p, "mlx5_0"), _hca(p, "mlx5_1")
+    if a is not None and b is not None:
+        a.peer_switch, a.peer_port, b.peer_switch, b.peer_port = (
+            b.peer_switch, b.peer_port, a.peer_switch, a.peer_port)
+
+
+# A leaf's ports past the 32 a rail group's hosts use (its uplinks, in the lab's plan).
+_UPLINKS = 32
+
+
+def _cable_wrong_leaf(p: Profile) -> None:
+    """mlx5_2 cabled to the next rail's leaf (a free port there): its traffic crosses rails."""
+    h, other = _hca(p, "mlx5_2"), _hca(p, "mlx5_3")
+    if h is not None and other is not None and other.peer_switch:
+        h.peer_switch, h.peer_port = other.peer_switch, other.peer_port + _UPLINKS
+
+
+def _ib_link_degraded(p: Profile) -> None:
+    """mlx5_4's NDR link trained at HDR (a marginal cable): ibstat and the fabric agree."""
+    h = _hca(p, "mlx5_4")
+    if h is not None:
+        h.link_speed, h.rate = "HDR", 200
+
+
+def _link_no_neighbor(p: Profile) -> None:
+    """mlx5_7's cable pulled at the switch: the port polls, the fabric has no link for it."""
+    h = _hca(p, "mlx5_7")
+    if h is not None:
+        h.peer_switch, h.peer_port = "", 0
+        h.state, h.phys_state, h.rate = "Down", "Polling", 10
+        h.base_lid, h.sm_lid = 65535, 0
+
+
 def _mac_swapped(p: Profile) -> None:
     p.mac_swapped = True
 
@@ -163,6 +198,10 @@ FAULTS: dict[str, Callable[[Profile], Profile]] = {
         ("nvlink-down", _nvlink_down),
         ("numa-misplaced", _numa_misplaced),
         ("mac-swapped", _mac_swapped),
+        ("cable-swapped", _cable_swapped),
+        ("cable-wrong-leaf", _cable_wrong_leaf),
+        ("ib-link-degraded", _ib_link_degraded),
+        ("link-no-neighbor", _link_no_neighbor),
         ("wrong-system-serial", _wrong_system_serial),
         ("driver-version-wrong", _driver_version_wrong),
     )
@@ -181,4 +220,5 @@ def heal(profile: Profile) -> Profile:
     host (driver_from_packages kept)."""
     healthy = generate_profile(profile.hostname, profile.original_serial or profile.system.serial,
                                profile.seed)
-    return dataclasses.replace(healthy, driver_from_packages=profile.driver_from_packages)
+    return dataclasses.replace(cabled(healthy, profile.cables),
+                               driver_from_packages=profile.driver_from_packages)

@@ -240,6 +240,12 @@ class HCAPort:
     active_mtu: int = 4096
     pcie_gen: int = 5
     pcie_width: int = 16
+    # The leaf switch port the cable goes to (the lab's cable plan), and what the link trained
+    # at; no switch: no link in the fabric map.
+    peer_switch: str = ""
+    peer_port: int = 0
+    link_width: str = "4x"
+    link_speed: str = "NDR"
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -267,6 +273,9 @@ class Profile:
     faults: list[str] = field(default_factory=list)
     seed: int = 0
     original_serial: str = ""
+    # The lab's cable plan for the HCAs: CA → [leaf switch, port number]. Each HCA's peer is
+    # set from it (cabled); a fault may move a peer, healing puts it back.
+    cables: dict[str, list[Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -285,6 +294,13 @@ class Profile:
     @classmethod
     def from_json(cls, text: str) -> Profile:
         return cls.from_dict(json.loads(text))
+
+
+def cabled(p: Profile, cables: dict[str, list[Any]]) -> Profile:
+    """The profile with this cable plan, each HCA's link going where the plan says."""
+    hcas = [dataclasses.replace(h, peer_switch=str(cables[h.ca][0]), peer_port=int(cables[h.ca][1]))
+            if h.ca in cables else h for h in p.hcas]
+    return dataclasses.replace(p, hcas=hcas, cables=dict(cables))
 
 
 def load_profile(path: str | None = None) -> Profile:

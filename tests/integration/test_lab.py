@@ -13,10 +13,17 @@ import pytest
 from helpers import BIN, REPO, TEST_NET
 from racklift import podman
 from racklift.ansible import run_playbook
-from racklift.facts.parsers import parse_nvidia_smi_nvlink, parse_nvidia_smi_topo
+from racklift.facts.host import own_links
+from racklift.facts.parsers import (
+    parse_ibnetdiscover,
+    parse_ibstat,
+    parse_nvidia_smi_nvlink,
+    parse_nvidia_smi_topo,
+)
 from racklift.lab import hardware, hosts, seed
 from racklift.lab import rack as lab_rack
 from racklift.netbox.reader import Selection, read_hosts
+from racklift.verify.cabling import ib_is
 
 pytestmark = pytest.mark.containers
 
@@ -128,6 +135,17 @@ def test_every_fault_shows_in_the_real_formats_and_heals(instance, settings, net
     assert {topo.link("GPU3", g) for g in topo.gpus if g != "GPU3"} == {"NV17"}
     (mlx5_6,) = [n for n, name in topo.nic_names.items() if name == "mlx5_6"]
     assert "PIX" not in {topo.link(mlx5_6, g) for g in topo.gpus}
+    # The cabling faults, in the fabric map, against the cables NetBox records.
+    cas = {h.ca: h for h in parse_ibstat(out(victim, "ibstat"))}
+    links = own_links(parse_ibnetdiscover(out(victim, "ibnetdiscover")), list(cas.values()))
+    assert links is not None
+    peers = {i.name: i.peer for i in record.ib_ports}
+    assert ib_is(links["mlx5_0"], peers["mlx5_1"]) and ib_is(links["mlx5_1"], peers["mlx5_0"])
+    assert not ib_is(links["mlx5_2"], peers["mlx5_2"])  # cable-wrong-leaf
+    assert links["mlx5_2"].peer_desc.split(";")[1].startswith(peers["mlx5_3"].device + ":")
+    assert (links["mlx5_4"].width, links["mlx5_4"].speed) == ("4x", "HDR")  # ib-link-degraded
+    assert "mlx5_7" not in links  # link-no-neighbor
+    assert ib_is(links["mlx5_5"], peers["mlx5_5"])
 
     # The other hosts are untouched.
     assert ET.fromstring(out(bystander, "nvidia-smi -q -x")).findtext("attached_gpus") == "8"
@@ -140,6 +158,9 @@ def test_every_fault_shows_in_the_real_formats_and_heals(instance, settings, net
     assert "Xid" not in out(victim, "dmesg")
     assert out(victim, "dmidecode -s system-serial-number").strip() == victim.serial
     assert json.loads(out(victim, "ip -j link show eno1"))[0]["address"].upper() == macs["eno1"]
+    links = own_links(parse_ibnetdiscover(out(victim, "ibnetdiscover")),
+                      list(parse_ibstat(out(victim, "ibstat"))))
+    assert links is not None and all(ib_is(links[ca], peer) for ca, peer in peers.items())
 
 
 def test_up_again_converges(netbox, lab):

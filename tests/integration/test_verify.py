@@ -87,16 +87,22 @@ def test_rerun_with_nothing_changed_writes_nothing(netbox, lab):
 ROUNDS = [  # three hosts get a fault each round; the fourth stays healthy as the control
     # A GPU nvidia-smi cannot reach (it exits 15, naming it): the gate reads the others and
     # names the lost one. gpu-missing is test_gate's and test_lab's.
+    # A host may take two faults ("+"): a down NVLink shows in nvlink -s and in its GPU's pairs;
+    # each cabling fault shows on its port in the fabric map (NetBox holds the cable plan).
     {0: ("gpu-lost", {"gpus.count", "gpus.lost[0000:ab:00.0]"}),
-     1: ("ib-port-down", {"ib.links"}), 2: ("xid-79", {"kernel.gpu_errors"})},
-    # A host may take two faults ("+"): a down NVLink shows in nvlink -s and in its GPU's pairs.
+     1: ("ib-port-down", {"ib.links"}),
+     2: ("xid-79+cable-swapped", {"kernel.gpu_errors", "cable.swapped[mlx5_0]",
+                                  "cable.swapped[mlx5_1]"})},
     {0: ("pcie-degraded+nvlink-down", {"gpu.pcie_link", "nvlink[3].links", "topology.gpu_link"}),
      1: ("ib-rate-wrong+numa-misplaced", {"interfaces.mlx5_5.rate", "topology.GPU6.nic"}),
-     2: ("wrong-system-serial", {"system.serial"})},
+     2: ("wrong-system-serial+cable-wrong-leaf", {"system.serial", "cable.wrong_peer[mlx5_2]"})},
     # Uncorrectable ECC errors on H100 also leave a row remap pending: both must be reported.
     {0: ("ecc-uncorrected", {"gpu.ecc", "gpu.memory_remapping"}),
-     1: ("mac-swapped", {"interfaces.eno1.mac"}),
-     2: ("driver-version-wrong", {"software.nvidia_driver"})},
+     1: ("mac-swapped+link-no-neighbor", {"interfaces.eno1.mac", "cable.no_neighbor[mlx5_7]",
+                                          "ib.links"}),
+     2: ("driver-version-wrong+ib-link-degraded", {"software.nvidia_driver",
+                                                    "cable.degraded[mlx5_4]",
+                                                    "interfaces.mlx5_4.rate"})},
 ]
 
 

@@ -153,3 +153,15 @@ def test_ib_swap_and_no_link_and_not_collected():
 def test_a_switch_port_name_is_read_by_its_trailing_number(port, matches):
     link = own_links(FABRIC, [DGX_CA])["mlx5_5"]  # type: ignore[index]
     assert ib_is(link, LinkPeer("a09-p1-ibleaf-04-04", port)) is matches
+
+
+def test_a_ports_report_finds_a_ca_by_its_port_guid():
+    report = parse_ibnetdiscover(
+        (REAL / "ibnetdiscover-p_edr-osc-cluster_excerpt-with-unconnected-ports.txt").read_text())
+    o0001 = replace(DGX_CA, ca="mlx5_0", node_guid="0x7cfe9003003b4bdd",
+                    port_guid="0x7cfe9003003b4bde")
+    links = own_links(report, [o0001])
+    assert links is not None and links["mlx5_0"].peer_port == 10
+    record = _host({"mlx5_0": ("ib-i1l1s01", "10")})
+    assert _findings(record, HostFacts("h", ib_links=links)) == {
+        "cable.degraded[mlx5_0]": ("4xNDR", "4xEDR", CRITICAL)}  # an EDR fabric, an NDR record

@@ -59,3 +59,24 @@ def test_a_qdr_switch_and_an_hca_without_links():
 def test_what_is_no_fabric_map_is_refused(text):
     with pytest.raises(ParseError):
         parse_ibnetdiscover(text)
+
+
+def test_the_ports_report_with_unconnected_ports():
+    links = _links("ibnetdiscover-p_edr-osc-cluster_excerpt-with-unconnected-ports.txt")
+    assert len(links) == 7  # the two unconnected switch ports (speed ??? and SDR) are no links
+    (o0001,) = [link for link in links if link.node_desc == "o0001 HCA-1"]
+    assert (o0001.node_guid, o0001.node_type, o0001.port) == ("0x7cfe9003003b4bde", "ca", 1)
+    assert (o0001.peer_desc, o0001.peer_port, o0001.peer_type) == ("ib-i1l1s01", 10, "switch")
+    assert (o0001.width, o0001.speed) == ("4x", "EDR")
+    uplink = next(link for link in links if link.peer_desc == "ib-i1l2s01")
+    assert (uplink.node_type, uplink.port, uplink.peer_port) == ("switch", 1, 1)
+
+
+@pytest.mark.parametrize("line", [
+    "CA   134  1 0x7cfe9003003b4bde 4x EDR - SW  1719 10 0x7cfe9003009ce5b0 ( 'o0001 HCA-1' )",
+    "CA   134  1 0x7cfe9003003b4bde 4x EDR - SW  1719 10 0x7cfe9003009ce5b0 ( 'a' - 'b' ); id",
+])
+def test_a_ports_report_with_a_line_that_is_no_port_is_refused(line):
+    good = "CA   133  1 0x7cfe9003003b4b96 4x EDR - SW  1719 11 0x7cfe9003009ce5b0 ( 'a' - 'b' )"
+    with pytest.raises(ParseError, match="no port of a ports report"):
+        parse_ibnetdiscover(f"{good}\n{line}\n")

@@ -263,13 +263,15 @@ def _sysfs_ports(sysfs: dict[str, str], missing: list[str]) -> list[HCAPortFacts
 
 def own_links(fabric: tuple[IbLink, ...] | None,
               ports: list[HCAPortFacts]) -> dict[str, IbLink] | None:
-    """The links of this host's CAs in a fabric map: a CA's node GUID and port number pick its
+    """The links of this host's CAs in a fabric map: the GUID (the node's, or the port's as
+    `ibnetdiscover -p` prints a CA port's) and port number that its own ibstat gives pick the
     record. A node description is what a host says of itself, so it never picks one."""
     if fabric is None:
         return None
-    by_guid = {(p.node_guid, p.port): p.ca for p in ports if p.node_guid and not p.is_vf}
-    return {by_guid[(link.node_guid, link.port)]: link for link in fabric
-            if link.node_type == "ca" and (link.node_guid, link.port) in by_guid}
+    ours = {(guid, p.port): p.ca for p in ports if not p.is_vf
+            for guid in (p.node_guid, p.port_guid) if guid}
+    return {ours[(link.node_guid, link.port)]: link for link in fabric
+            if link.node_type == "ca" and (link.node_guid, link.port) in ours}
 
 
 def from_bundle(bundle: Bundle) -> HostFacts:

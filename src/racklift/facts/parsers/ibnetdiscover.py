@@ -1,7 +1,9 @@
 """``ibnetdiscover``: the InfiniBand fabric as the subnet sees it, one record per cabled port of
 each node (switch, CA, router), with its peer and the width and speed the link trained at.
-Formats follow the real captures in tests/fixtures/real (an NDR Quantum-2 DGX fabric, mixed
-EDR/FDR/QDR/SDR, QDR, a GB200 HCA that found no links)."""
+Both of its layouts: the topology file (the default) and the ports report (``-p``), told apart
+by the topology file's header. Formats follow the real captures in tests/fixtures/real (an NDR
+Quantum-2 DGX fabric, mixed EDR/FDR/QDR/SDR, QDR, a GB200 HCA that found no links; an EDR
+ports report with unconnected ports)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from racklift.facts.parsers.common import ParseError, shown, text_lines
 
 KIND = "ibnetdiscover"
 MAX_LINKS = 200_000  # a 4,000-GPU fabric has about 12,000 cables, seen from both ends
-_TYPES = {"Switch": "switch", "Ca": "ca", "Rt": "router", "S": "switch", "H": "ca", "R": "router"}
+_TYPES = {"Switch": "switch", "Ca": "ca", "Rt": "router", "S": "switch", "H": "ca", "R": "router",
+          "SW": "switch", "CA": "ca", "RT": "router"}
 _GUID = r"[0-9a-fA-F]{1,16}"
 _NODE = re.compile(rf'(Switch|Ca|Rt)\s+\d{{1,4}}\s+"([SHR])-({_GUID})"\s+#\s+"([^"]{{0,128}})"'
                    r'(?:\s.*)?')
@@ -22,6 +25,15 @@ _PORT = re.compile(rf'\[(\d{{1,4}})\](?:\({_GUID}\))?\s+"([SHR])-({_GUID})"\[(\d
                    rf'(?:\({_GUID}\))?\s+#\s+(?:lid \d+ lmc \d+ )?"([^"]{{0,128}})"\s+'
                    r'lid \d+ (\d{1,2}x)([A-Z][A-Z0-9]{1,7})(?:\s.*)?')
 _HEADER = re.compile(r"(vendid|devid|sysimgguid|switchguid|caguid|routerguid)=\S{1,64}")
+
+
+# -p: "CA   134  1 0x7cfe9003003b4bde 4x EDR - SW  1719 10 0x7cfe9003009ce5b0 ( 'o0001 HCA-1' -
+# 'ib-i1l1s01' )": type, LID, port, GUID, width, speed, then the peer's; an unconnected port has
+# no peer ("SW  2052 37 0x506b4b03005c2740 4x ???   'ib-i4l1s01'").
+_REPORT_END = rf"(CA|SW|RT)\s+\d{{1,5}}\s+(\d{{1,4}})\s+0x({_GUID})"
+_REPORT = re.compile(rf"{_REPORT_END}\s+(\d{{1,2}}x)\s+([A-Z][A-Z0-9]{{1,7}})\s+-\s+{_REPORT_END}"
+                     r"\s+\(\s+'([^']{0,128})'\s+-\s+'([^']{0,128})'\s+\)")
+_UNCONNECTED = re.compile(rf"{_REPORT_END}\s+\d{{1,2}}x\s+\S{{1,8}}\s+'[^']{{0,128}}'")
 
 
 def _guid(digits: str) -> str:
@@ -34,7 +46,10 @@ def parse_ibnetdiscover(text: str) -> tuple[IbLink, ...]:
     start = next((i for i, line in enumerate(lines) if line.startswith("# Topology file:")),
                  None)
     if start is None:
-        raise ParseError(KIND, "no '# Topology file:' header (not ibnetdiscover's output)")
+        if any(_REPORT.fullmatch(line.strip()) for line in lines[:8]):
+            return _ports_report(lines)
+        raise ParseError(KIND, "no '# Topology file:' header and no ports report line (not "
+                         "ibnetdiscover's output)")
     links: list[IbLink] = []
     node: tuple[str, str, str] | None = None
     for line in lines[start:]:
@@ -50,4 +65,22 @@ def parse_ibnetdiscover(text: str) -> tuple[IbLink, ...]:
                 raise ParseError(KIND, f"more than {MAX_LINKS} links")
         else:
             raise ParseError(KIND, f"a line that is no node, port or header: {shown(stripped)}")
+    return tuple(links)
+
+
+def _ports_report(lines: list[str]) -> tuple[IbLink, ...]:
+    """``ibnetdiscover -p``: one line per port, each cabled one with its peer. The GUID it
+    prints is the node's for a switch port, the port's own for a CA port."""
+    links: list[IbLink] = []
+    for line in lines:
+        stripped = line.strip()
+        if not stripped or _UNCONNECTED.fullmatch(stripped):
+            continue
+        if not (match := _REPORT.fullmatch(stripped)):
+            raise ParseError(KIND, f"a line that is no port of a ports report: {shown(stripped)}")
+        links.append(IbLink(_guid(match[3]), _TYPES[match[1]], match[9], int(match[2]),
+                            _guid(match[8]), _TYPES[match[6]], match[10], int(match[7]),
+                            match[4], match[5]))
+        if len(links) > MAX_LINKS:
+            raise ParseError(KIND, f"more than {MAX_LINKS} links")
     return tuple(links)

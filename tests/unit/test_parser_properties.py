@@ -63,7 +63,10 @@ CAPTURES = {
     "nvidia-smi-q": ["real/nvidia-smi-q_h200_550.90.12.txt"],
     "nvidia-smi-nvlink": ["real/nvidia-smi-nvlink-s_v100-sxm2-32gb_2-inactive.txt"],
     "lldpctl": ["real/lldpctl-json0_h3c-s5130-and-ubuntu-lldpd-neighbors_gpu-host.json"],
-    "ibnetdiscover": ["real/ibnetdiscover_qdr-sun-dcs36_single-link.txt"],
+    "ibnetdiscover": ["real/ibnetdiscover_qdr-sun-dcs36_single-link.txt",
+                      "real/ibnetdiscover-p_edr-osc-cluster_excerpt-with-unconnected-ports.txt"],
+    "iblinkinfo": ["real/iblinkinfo_edr-sb7700-2-hosts_down-polling-ports-1-18_excerpt.txt"],
+    "nvidia-smi-nvlink-e": ["real/nvidia-smi-nvlink-e_gb300_link0-excerpt-no-uuid.txt"],
 }
 assert set(CAPTURES) <= set(TEXT_PARSERS)
 

@@ -209,6 +209,19 @@ class NvlinkFacts(_Facts):
 
 
 @dataclass(frozen=True, slots=True)
+class NvlinkErrors(_Facts):
+    """One GPU's NVLink error counters in one reading of ``nvidia-smi nvlink -e``."""
+
+    gpu: int  # nvidia-smi's index
+    name: str | None
+    reading: int  # 0 for the first run of the command, 1 for the next
+    counters: tuple[tuple[int, str, float], ...]  # (link, counter name, value), e.g. "CRC Errors"
+
+    def by_counter(self) -> dict[tuple[int, str], float]:
+        return {(link, name): value for link, name, value in self.counters}
+
+
+@dataclass(frozen=True, slots=True)
 class LldpNeighbor(_Facts):
     """One neighbour lldpd heard on a local interface (``lldpctl -f json`` / ``json0``)."""
 

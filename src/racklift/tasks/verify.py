@@ -32,6 +32,7 @@ PARSERS = {
     "nvidia-smi-q": parsers.parse_nvidia_smi_q,
     "nvidia-smi-topo": parsers.parse_nvidia_smi_topo,
     "nvidia-smi-nvlink": parsers.parse_nvidia_smi_nvlink,
+    "nvidia-smi-nvlink-e": parsers.parse_nvidia_smi_nvlink_errors,
     "ibstat": parsers.parse_ibstat,
     "ibv-devinfo": parsers.parse_ibv_devinfo,
     "dmidecode": parsers.parse_dmidecode,
@@ -39,6 +40,7 @@ PARSERS = {
     "dmesg": parsers.parse_dmesg,
     "lldpctl": parsers.parse_lldpctl_json,
     "ibnetdiscover": parsers.parse_ibnetdiscover,
+    "iblinkinfo": parsers.parse_iblinkinfo,
 }
 
 

@@ -20,6 +20,7 @@ from racklift.facts.parsers.common import (
     to_int,
 )
 from racklift.facts.parsers.dmidecode import parse_dmidecode, parse_dmidecode_string
+from racklift.facts.parsers.iblinkinfo import parse_iblinkinfo
 from racklift.facts.parsers.ibnetdiscover import parse_ibnetdiscover
 from racklift.facts.parsers.infiniband import (
     ibstat_failure,
@@ -36,6 +37,7 @@ from racklift.facts.parsers.nvidia_smi import (
     parse_nvidia_smi_xml,
 )
 from racklift.facts.parsers.nvidia_smi_text import parse_nvidia_smi_q
+from racklift.facts.parsers.nvlink_errors import parse_nvidia_smi_nvlink_errors
 from racklift.facts.parsers.system import parse_lscpu_json, parse_meminfo, parse_os_release
 from racklift.facts.parsers.topology import parse_nvidia_smi_nvlink, parse_nvidia_smi_topo
 
@@ -50,6 +52,7 @@ __all__ = [
     "parse_dmesg",
     "parse_dmidecode",
     "parse_dmidecode_string",
+    "parse_iblinkinfo",
     "parse_ibnetdiscover",
     "parse_ibstat",
     "parse_ibv_devinfo",
@@ -59,6 +62,7 @@ __all__ = [
     "parse_meminfo",
     "parse_nvidia_smi_csv",
     "parse_nvidia_smi_nvlink",
+    "parse_nvidia_smi_nvlink_errors",
     "parse_nvidia_smi_q",
     "parse_nvidia_smi_topo",
     "parse_nvidia_smi_xml",

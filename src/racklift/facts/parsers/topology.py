@@ -79,7 +79,8 @@ def parse_nvidia_smi_topo(text: str) -> TopologyFacts:
                          affinity["CPU Affinity"], affinity["NUMA Affinity"], nic_names)
 
 
-_GPU = re.compile(r"GPU ([0-9]{1,3}): (.{1,96}?)(?: \(UUID: [^)]{0,64}\))?")
+# "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)": what nvidia-smi nvlink heads each GPU with.
+GPU_HEADER = re.compile(r"GPU ([0-9]{1,3}): (.{1,96}?)(?: \(UUID: [^)]{0,64}\))?")
 _LINK_SPEED = re.compile(r"\s+Link ([0-9]{1,3}): (?:([0-9]{1,6}(?:\.[0-9]{1,6})?) GB/s|<inactive>)")
 _ALL_INACTIVE = re.compile(r"NVML: Unable to retrieve NVLink information as all links are "
                            r"inactive", re.IGNORECASE)
@@ -98,7 +99,7 @@ def parse_nvidia_smi_nvlink(text: str) -> tuple[NvlinkFacts, ...]:
     for line in text_lines(text):
         if not line.strip():
             continue
-        if gpu := _GPU.fullmatch(line.rstrip()):
+        if gpu := GPU_HEADER.fullmatch(line.rstrip()):
             close()
             links = []
             gpus.append(NvlinkFacts(int(gpu[1]), gpu[2], ()))

@@ -79,6 +79,10 @@ def bundle(profile: hwemu.Profile) -> Bundle:
         "nvidia-smi-q-x.xml": Output(hwemu.nvidia_smi_xml(profile)),
         "nvidia-smi-topo.txt": Output(hwemu.nvidia_smi_topo(profile)),
         "nvidia-smi-nvlink.txt": Output(hwemu.nvidia_smi_nvlink(profile)),
+        # The collector's two readings, 5 s apart.
+        "nvidia-smi-nvlink-e.txt": Output(hwemu.nvidia_smi_nvlink_errors(profile, now=1.8e9)
+                                          + hwemu.nvidia_smi_nvlink_errors(profile,
+                                                                           now=1.8e9 + 5)),
         "ibstat.txt": Output(hwemu.ibstat(profile)),
         "ibv_devinfo.txt": Output(hwemu.ibv_devinfo(profile)),
         "ibnetdiscover.txt": Output(hwemu.ibnetdiscover(profile)),

@@ -19,6 +19,8 @@ COMMANDS = {
     "nvidia-smi-q-x.xml": "nvidia-smi -q -x",
     "nvidia-smi-topo.txt": "nvidia-smi topo -m",
     "nvidia-smi-nvlink.txt": "nvidia-smi nvlink -s",
+    # Twice, 5 s apart: error counters that rise meanwhile are a link retraining now.
+    "nvidia-smi-nvlink-e.txt": "nvidia-smi nvlink -e && sleep 5 && nvidia-smi nvlink -e",
     "lspci.txt": "lspci -D -nn -vv",
     "ibstat.txt": "ibstat",
     "ibv_devinfo.txt": "ibv_devinfo",

@@ -18,6 +18,7 @@ from racklift.facts.parsers import (
     parse_ibnetdiscover,
     parse_ibstat,
     parse_nvidia_smi_nvlink,
+    parse_nvidia_smi_nvlink_errors,
     parse_nvidia_smi_topo,
 )
 from racklift.lab import hardware, hosts, seed
@@ -131,6 +132,13 @@ def test_every_fault_shows_in_the_real_formats_and_heals(instance, settings, net
     (gpu3,) = [g for g in parse_nvidia_smi_nvlink(ssh(victim, "nvidia-smi nvlink -s").stdout)
                if g.gpu == 3]
     assert gpu3.inactive == (7,)
+    # nvlink-errors-rising: GPU 2's link 5 counts replay and CRC errors from one read to the next.
+    first, later = (parse_nvidia_smi_nvlink_errors(out(victim, "nvidia-smi nvlink -e"))
+                    for _ in range(2))
+    grew = {(b.gpu, link) for a, b in zip(first, later, strict=True)
+            for (link, name), value in b.by_counter().items()
+            if value > a.by_counter()[(link, name)]}
+    assert grew == {(2, 5)}
     topo = parse_nvidia_smi_topo(ssh(victim, "nvidia-smi topo -m").stdout)
     assert {topo.link("GPU3", g) for g in topo.gpus if g != "GPU3"} == {"NV17"}
     (mlx5_6,) = [n for n, name in topo.nic_names.items() if name == "mlx5_6"]

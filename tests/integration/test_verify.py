@@ -90,7 +90,7 @@ ROUNDS = [  # three hosts get a fault each round; the fourth stays healthy as th
     # A host may take two faults ("+"): a down NVLink shows in nvlink -s and in its GPU's pairs;
     # each cabling fault shows on its port in the fabric map (NetBox holds the cable plan).
     {0: ("gpu-lost", {"gpus.count", "gpus.lost[0000:ab:00.0]"}),
-     1: ("ib-port-down", {"ib.links"}),
+     1: ("ib-port-down+nvlink-errors-rising", {"ib.links", "nvlink[2].errors"}),
      2: ("xid-79+cable-swapped", {"kernel.gpu_errors", "cable.swapped[mlx5_0]",
                                   "cable.swapped[mlx5_1]"})},
     {0: ("pcie-degraded+nvlink-down", {"gpu.pcie_link", "nvlink[3].links", "topology.gpu_link"}),

@@ -38,6 +38,7 @@ CAUGHT_BY = {
     "wrong-system-serial": ("system.serial", compare.CRITICAL),
     "driver-version-wrong": ("software.nvidia_driver", compare.CRITICAL),
     "nvlink-down": ("nvlink[3].links", compare.CRITICAL),
+    "nvlink-errors-rising": ("nvlink[2].errors", compare.CRITICAL),
     "numa-misplaced": ("topology.GPU6.nic", compare.CRITICAL),
     "cable-swapped": ("cable.swapped[mlx5_0]", compare.CRITICAL),
     "cable-wrong-leaf": ("cable.wrong_peer[mlx5_2]", compare.CRITICAL),

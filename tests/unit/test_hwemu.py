@@ -19,6 +19,7 @@ import pytest
 
 from racklift.facts.observed import IbLink
 from racklift.facts.parsers.ibnetdiscover import parse_ibnetdiscover
+from racklift.facts.parsers.nvlink_errors import parse_nvidia_smi_nvlink_errors
 from racklift.facts.parsers.topology import parse_nvidia_smi_nvlink, parse_nvidia_smi_topo
 from racklift.lab import hwemu
 from racklift.lab.hwemu import nvidia_smi
@@ -648,6 +649,15 @@ def _topology(p: hwemu.Profile):
     return parse_nvidia_smi_topo(hwemu.nvidia_smi_topo(p))
 
 
+def _rising(p: hwemu.Profile) -> set[tuple[int, int, str]]:
+    """The NVLink counters that grow between two runs of nvlink -e, 10 s apart."""
+    first, later = (parse_nvidia_smi_nvlink_errors(hwemu.nvidia_smi_nvlink_errors(p, now=t))
+                    for t in (1.8e9, 1.8e9 + 10))
+    return {(b.gpu, link, name) for a, b in zip(first, later, strict=True)
+            for (link, name), value in b.by_counter().items()
+            if value > a.by_counter()[(link, name)]}
+
+
 def _fabric(p: hwemu.Profile) -> dict[str, IbLink]:
     """Each CA's link in the emulated fabric map, found by node GUID as the gate finds it."""
     guids = {h.node_guid: h.ca for h in p.hcas}
@@ -669,6 +679,8 @@ FAULT_CHECKS: dict[str, Callable[[hwemu.Profile, hwemu.Profile], bool]] = {
     "wrong-system-serial": _check_system_serial,
     "driver-version-wrong": lambda p, _h: _check_driver(p),
     "nvlink-down": lambda p, _h: _nvlinks(p)[3].inactive == (7,),
+    "nvlink-errors-rising": lambda p, _h: _rising(p) == {(2, 5, "Replay Errors"),
+                                                         (2, 5, "CRC Errors")},
     "numa-misplaced": lambda p, _h: _topology(p).link("GPU6", "NIC6") == "SYS",
     "cable-swapped": lambda p, _h: (
         "ib-leaf-x-1-1:" in _fabric(p)["mlx5_0"].peer_desc

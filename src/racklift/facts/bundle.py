@@ -5,6 +5,7 @@ Layout of `<bundle>/<host>/`:
     nvidia-smi-q-x.xml   nvidia-smi -q -x
     nvidia-smi-topo.txt  nvidia-smi topo -m
     nvidia-smi-nvlink.txt nvidia-smi nvlink -s
+    nvidia-smi-nvlink-e.txt nvidia-smi nvlink -e, twice, 5 s apart
     lspci.txt            lspci -D -nn -vv
     ibstat.txt           ibstat
     ibv_devinfo.txt      ibv_devinfo
@@ -48,7 +49,8 @@ CONTAINER_CHECK = "container-check.json"
 # COMMANDS) and the gate's container check. A host's document names its outputs, and a name is
 # a file under the controller's bundle directory: only these are taken.
 OUTPUTS = frozenset({
-    "nvidia-smi-q-x.xml", "nvidia-smi-topo.txt", "nvidia-smi-nvlink.txt", "lspci.txt",
+    "nvidia-smi-q-x.xml", "nvidia-smi-topo.txt", "nvidia-smi-nvlink.txt",
+    "nvidia-smi-nvlink-e.txt", "lspci.txt",
     "ibstat.txt", "ibv_devinfo.txt", "dmidecode.txt", "dmesg.txt", "ip-link.json",
     "ip-addr.json", "lscpu.json", "meminfo.txt", "os-release.txt", "uname.txt", "packages.txt",
     "services.txt", "df.txt", "lldpctl.json", "ibnetdiscover.txt", CONTAINER_CHECK})

@@ -23,6 +23,7 @@ from racklift.facts.observed import (
     KernelEvent,
     LldpNeighbor,
     NvidiaSmiFacts,
+    NvlinkErrors,
     NvlinkFacts,
     PCIDeviceFacts,
     SystemFacts,
@@ -76,6 +77,8 @@ class HostFacts:
     partial: tuple[tuple[str, str], ...] = ()
     topology: TopologyFacts | None = None  # nvidia-smi topo -m; None: not collected
     nvlinks: tuple[NvlinkFacts, ...] | None = None  # per GPU; (): no NVLink; None: not collected
+    # nvidia-smi nvlink -e, read twice (reading 0, then 1); (): no NVLink; None: not collected
+    nvlink_errors: tuple[NvlinkErrors, ...] | None = None
     lldp: tuple[LldpNeighbor, ...] | None = None  # lldpctl -f json; None: not collected
     # Each local CA's port 1 link in the fabric map (ibnetdiscover), by CA name: found by the
     # CA's node GUID, which the host's own ibstat gives. None: no map collected.
@@ -309,6 +312,8 @@ def from_bundle(bundle: Bundle) -> HostFacts:
                          None),
         nvlinks=_parsed(parsers.parse_nvidia_smi_nvlink, bundle, "nvidia-smi-nvlink.txt",
                         missing, None),
+        nvlink_errors=_parsed(parsers.parse_nvidia_smi_nvlink_errors, bundle,
+                              "nvidia-smi-nvlink-e.txt", missing, None),
         lldp=_parsed(parsers.parse_lldpctl_json, bundle, "lldpctl.json", missing, None),
         ib_links=own_links(_parsed(parsers.parse_ibnetdiscover, bundle, "ibnetdiscover.txt",
                                    missing, None), ports),

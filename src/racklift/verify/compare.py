@@ -43,7 +43,8 @@ def gpu_slots(expected: ExpectedHost) -> list[ExpectedGPU]:
 def compare(expected: ExpectedHost, facts: HostFacts) -> list[Mismatch]:
     return [*_identity(expected, facts), *_gpus(expected, facts), *_hcas(expected, facts),
             *_interfaces(expected, facts), *_software(expected, facts), *_partial(facts),
-            *_topology(expected, facts), *_nvlinks(expected, facts), *cabling(expected, facts)]
+            *_topology(expected, facts), *_nvlinks(expected, facts),
+            *_nvlink_errors(expected, facts), *cabling(expected, facts)]
 
 
 # What a tool that stopped part-way says about the host, by output.
@@ -272,3 +273,25 @@ def _nvlinks(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
                            _listed(slow), CRITICAL,
                            f"GPU {gpu.gpu}'s NVLinks trained slow: reset the GPU; if they stay "
                            "slow, reseat it or RMA")
+
+
+def _nvlink_errors(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
+    """NVLink error counters that rose between the collector's two readings: a link that
+    retrains while the host is idle will stall collectives under load."""
+    hw = expected.desired.hardware if expected.desired else None
+    if hw is None or not hw.nvlinks:
+        return
+    if facts.nvlink_errors is None:
+        yield from _uncollected(facts, "nvlink.errors", "nvidia-smi nvlink -e")
+        return
+    first = {r.gpu: r.by_counter() for r in facts.nvlink_errors if r.reading == 0}
+    for later in (r for r in facts.nvlink_errors if r.reading == 1):
+        before = first.get(later.gpu, {})
+        rose = [f"link {link} {name} +{value - before[(link, name)]:g}"
+                for (link, name), value in later.by_counter().items()
+                if (link, name) in before and value > before[(link, name)]]
+        if rose:
+            yield Mismatch(f"nvlink[{later.gpu}].errors", "counters steady", _listed(rose),
+                           CRITICAL, f"GPU {later.gpu}'s NVLink error counters rise while the "
+                           "host is idle: reset the GPU; if they keep rising, reseat it or RMA "
+                           "(the kernel log may name Xid 74)")

@@ -54,13 +54,14 @@ from .profile import (
     with_installed_driver,
 )
 from .query_gpu import InvalidQueryField, nvidia_smi_query
-from .topology import nvidia_smi_nvlink, nvidia_smi_topo
+from .topology import nvidia_smi_nvlink, nvidia_smi_nvlink_errors, nvidia_smi_topo
 
 __all__ = [
     "DEFAULT_DRIVER", "FAULTS", "GPU", "HGX_H100_BUSES", "NVIDIA_SMI_NO_DRIVER", "PROFILE_ENV",
     "TOOLS", "HCAPort", "InvalidQueryField", "Profile", "System", "cabled", "dmesg", "dmidecode",
     "dmidecode_string", "generate_profile", "heal", "ibnetdiscover", "ibstat", "ibv_devinfo",
     "inject", "installed_driver", "load_profile", "main", "nvidia_smi_list", "nvidia_smi_nvlink",
+    "nvidia_smi_nvlink_errors",
     "nvidia_smi_q", "nvidia_smi_query", "nvidia_smi_summary", "nvidia_smi_topo",
     "nvidia_smi_version", "nvidia_smi_xml", "save_profile", "sysfs_tree",
     "with_installed_driver", "write_sysfs",

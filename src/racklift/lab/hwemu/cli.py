@@ -38,7 +38,7 @@ from .profile import (
     with_installed_driver,
 )
 from .query_gpu import InvalidQueryField, nvidia_smi_query
-from .topology import nvidia_smi_nvlink, nvidia_smi_topo
+from .topology import nvidia_smi_nvlink, nvidia_smi_nvlink_errors, nvidia_smi_topo
 
 
 class _Exit(Exception):
@@ -81,6 +81,8 @@ def _nvidia_smi_output(p: Profile, args: list[str]) -> str:
             return nvidia_smi_topo(p)
         if args in (["nvlink", "-s"], ["nvlink", "--status"]):
             return nvidia_smi_nvlink(p)
+        if args in (["nvlink", "-e"], ["nvlink", "--errorcounters"]):
+            return nvidia_smi_nvlink_errors(p)
         raise _Exit(2, NVSMI_BAD_ARGS)
     query = xml = list_gpus = version = False
     query_gpu: str | None = None

@@ -104,6 +104,13 @@ def _nvlink_down(p: Profile) -> None:
         g.nvlinks_down.append(7)
 
 
+def _nvlink_errors_rising(p: Profile) -> None:
+    """GPU 2's link 5 keeps retraining: its replay and CRC counters rise between two reads."""
+    g = _gpu(p, 2)
+    if g is not None:
+        g.nvlink_errors_per_s["5"] = 20.0
+
+
 # A bus on socket 0 behind no GPU's PCIe switch (the board's other slots: profile._HCA_BUSES).
 _STRAY_SLOT = 0x4C
 
@@ -196,6 +203,7 @@ FAULTS: dict[str, Callable[[Profile], Profile]] = {
         ("ib-port-down", _ib_port_down),
         ("ib-rate-wrong", _ib_rate_wrong),
         ("nvlink-down", _nvlink_down),
+        ("nvlink-errors-rising", _nvlink_errors_rising),
         ("numa-misplaced", _numa_misplaced),
         ("mac-swapped", _mac_swapped),
         ("cable-swapped", _cable_swapped),

@@ -201,6 +201,9 @@ class GPU:
     # <inactive> (nvlink -s) and the GPU's pairs show one NV fewer (topo -m).
     nvlinks: int = 18
     nvlinks_down: list[int] = field(default_factory=list)
+    # Links whose error counters rise (a marginal link retraining): link number → replay errors
+    # per second, counted from the Unix epoch so every run of the tool reads more.
+    nvlink_errors_per_s: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -9,6 +9,8 @@ through the NVSwitches by their active NVLinks (NV18, or fewer where links are d
 
 from __future__ import annotations
 
+import time
+
 from .profile import _HCA_BUSES, GPU, HGX_H100_BUSES, HCAPort, Profile
 
 # Per-link speed nvidia-smi prints for NVLink4 (H100). Approximate: no public H100 capture of
@@ -80,13 +82,29 @@ def nvidia_smi_topo(p: Profile) -> str:
     return "\n".join(out) + "\n\n"
 
 
+def _nvlink_gpus(p: Profile) -> list[tuple[int, GPU]]:
+    """Numbered as topo -m and nvidia-smi number them: in order among the GPUs it can reach."""
+    return [(number, g) for number, g in enumerate(g for g in p.gpus if not g.lost) if g.nvlinks]
+
+
 def nvidia_smi_nvlink(p: Profile) -> str:
     out = []
-    # Numbered as topo -m and nvidia-smi number them: in order among the GPUs it can reach.
-    for number, g in enumerate(g for g in p.gpus if not g.lost):
-        if not g.nvlinks:
-            continue
+    for number, g in _nvlink_gpus(p):
         out.append(f"GPU {number}: {g.product_name} (UUID: {g.uuid})")
         out += [f"\t Link {n}: {'<inactive>' if n in g.nvlinks_down else NVLINK4_GBPS + ' GB/s'}"
                 for n in range(g.nvlinks)]
+    return "\n".join(out) + "\n" if out else ""
+
+
+def nvidia_smi_nvlink_errors(p: Profile, now: float | None = None) -> str:
+    """``nvidia-smi nvlink -e`` as the A100 and H100 captures print it: three counters per
+    link, a blank line after each link's."""
+    now = time.time() if now is None else now
+    out = []
+    for number, g in _nvlink_gpus(p):
+        out.append(f"GPU {number}: {g.product_name} (UUID: {g.uuid})")
+        for n in range(g.nvlinks):
+            replay = int(now * g.nvlink_errors_per_s.get(str(n), 0.0))
+            out += [f"\t Link {n}: Replay Errors: {replay}", f"\t Link {n}: Recovery Errors: 0",
+                    f"\t Link {n}: CRC Errors: {replay // 4}", ""]
     return "\n".join(out) + "\n" if out else ""

@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 import emulated
-from racklift.facts.host import HostFacts, own_links
+from racklift.facts.host import HostFacts, from_bundle, own_links
 from racklift.facts.observed import HCAPortFacts
 from racklift.facts.parsers import parse_ibnetdiscover, parse_lldpctl_json
 from racklift.netbox.expected import ExpectedHost, ExpectedInterface, LinkPeer
 from racklift.verify.cabling import cabling, ib_is, lldp_is
 from racklift.verify.compare import compare
 from racklift.verify.mismatch import CRITICAL, WARNING
+from racklift.verify.record_cables import links_to_record
 
 REAL = Path(__file__).parents[1] / "fixtures" / "real"
 # A GPU host's NICs: ens1np0 to a storage switch, four rails to LEAF01-04 (SONiC, port ids
@@ -165,3 +166,17 @@ def test_a_ports_report_finds_a_ca_by_its_port_guid():
     record = _host({"mlx5_0": ("ib-i1l1s01", "10")})
     assert _findings(record, HostFacts("h", ib_links=links)) == {
         "cable.degraded[mlx5_0]": ("4xNDR", "4xEDR", CRITICAL)}  # an EDR fabric, an NDR record
+
+
+def test_record_cables_takes_only_uncabled_ports_of_a_host_that_is_itself():
+    facts = from_bundle(emulated.bundle(emulated.healthy_profile()))
+    record = emulated.expected_host()
+    uncabled = replace(record, interfaces=tuple(
+        replace(i, peer=None) if i.name in ("mlx5_0", "eno2") else i for i in record.interfaces),
+        parsed=None)
+    heard = (replace(LLDP[1], interface="eno2"),)  # LEAF03 Ethernet184, as if heard on eno2
+    seen = links_to_record(uncabled, replace(facts, lldp=heard))
+    assert [(s.interface, s.port) for s in seen] == [("eno2", "Ethernet184"), ("mlx5_0", 1)]
+    assert "ib-leaf-u01-1-0" in seen[1].devices and seen[0].devices == ("LEAF03",)
+    wrong = replace(facts, system=replace(facts.system, serial="S999"))
+    assert links_to_record(uncabled, wrong) == []

@@ -22,8 +22,8 @@ from racklift.verify.mismatch import CRITICAL, WARNING, Mismatch
 IB_WIDTH = "4x"  # what every HCA port racklift checks should train at
 # What separates a switch's name from the rest of its InfiniBand node description
 # ("MF0;ib-leaf-001-3:MQM9700/U1", "ib-leaf-001-3 MQM9700").
-_DESC_PARTS = re.compile(r"[;:/\s]+")
-_PORT_NUMBER = re.compile(r"(\d+)$")
+DESC_PARTS = re.compile(r"[;:/\s]+")
+PORT_NUMBER = re.compile(r"(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,8 @@ def lldp_is(neighbor: LldpNeighbor, peer: LinkPeer) -> bool:
 def ib_is(link: IbLink, peer: LinkPeer) -> bool:
     """Whether a fabric link ends at this switch port: the device is one part of the switch's
     node description, and the port's number (its name's trailing digits) the link's port."""
-    number = _PORT_NUMBER.search(peer.port)
-    return (any(_same(part, peer.device) for part in _DESC_PARTS.split(link.peer_desc))
+    number = PORT_NUMBER.search(peer.port)
+    return (any(_same(part, peer.device) for part in DESC_PARTS.split(link.peer_desc))
             and number is not None and int(number[1]) == link.peer_port)
 
 

@@ -25,6 +25,7 @@ from racklift.netbox.expected import ExpectedHost
 from racklift.netbox.reader import Selection, read_hosts
 from racklift.runs import new_run_dir
 from racklift.verify.adopt import adopt
+from racklift.verify.record_cables import record_cables
 from racklift.verify.verdict import (
     VERIFIED,
     HostVerdict,
@@ -128,7 +129,8 @@ class VerifyRun:
 
 
 def gate(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *, write: bool = True,
-         mark_active_failed: bool = False, adopt_serials: bool = False, run: str | None = None,
+         mark_active_failed: bool = False, adopt_serials: bool = False,
+         record_observed_cables: bool = False, run: str | None = None,
          progress: Callable[[str], None] = lambda _: None,
          on_event: Callable[[HostEvent], None] | None = None,
          extravars: Mapping[str, Any] | None = None) -> list[HostVerdict]:
@@ -155,6 +157,8 @@ def gate(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *, write: boo
             verdicts.append(not_verified(host, got))
     if write and adopt_serials:
         progress(f"adopted {adopt(netbox, observed)} first-seen GPU serials into NetBox")
+    if write and record_observed_cables:
+        progress(f"recorded {record_cables(netbox, observed)} observed cables into NetBox")
     if write:
         # Read right before writing: collecting took a while, and NetBox may have moved on.
         verdicts = with_holds(netbox, verdicts, run=run, mark_active_failed=mark_active_failed)
@@ -167,11 +171,13 @@ def gate(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *, write: boo
 
 def verify(netbox: NetBox, selection: Selection, *, write: bool = True,
            mark_active_failed: bool = False, adopt_serials: bool = False,
+           record_observed_cables: bool = False,
            progress: Callable[[str], None] = lambda _: None) -> VerifyRun:
     started = time.monotonic()
     run_dir = new_run_dir("verify")
     hosts = read_hosts(netbox, selection)
     progress(f"{len(hosts)} hosts selected ({selection.describe()})")
     verdicts = gate(netbox, hosts, run_dir, write=write, mark_active_failed=mark_active_failed,
-                    adopt_serials=adopt_serials, progress=progress)
+                    adopt_serials=adopt_serials, record_observed_cables=record_observed_cables,
+                    progress=progress)
     return VerifyRun(verdicts, run_dir, time.monotonic() - started)

@@ -1,0 +1,96 @@
+"""`verify --record-cables`: create NetBox cables for the links hosts see and NetBox has none
+for.
+
+Only host ports without a cable in NetBox; only to a switch port NetBox has (the device by its
+name, the port by its name or, on InfiniBand, by its number) that no cable holds; only from a
+host that passes the identity checks. What is recorded is what the far end says of itself
+(LLDP's system name, a switch's node description), so a recorded cable is never replaced: a
+different neighbour there is a finding for a person. Without the flag nothing is written.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from racklift.facts.host import HostFacts
+from racklift.netbox.client import NetBox
+from racklift.netbox.expected import ExpectedHost
+from racklift.verify.cabling import DESC_PARTS, PORT_NUMBER
+from racklift.verify.compare import identity
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,63}")  # what may be a device or port name
+
+
+@dataclass(frozen=True)
+class SeenLink:
+    """A host port NetBox has no cable for, and the switch port it sees: `devices` the names
+    the far end may have (a node description's parts), `port` its name or number."""
+
+    host_id: int
+    interface: str
+    devices: tuple[str, ...]
+    port: str | int
+
+
+def links_to_record(expected: ExpectedHost, facts: HostFacts) -> list[SeenLink]:
+    """Pure: the uncabled ports of a host that passes the identity checks, with what each sees
+    (one neighbour only: a port hearing several is not recorded)."""
+    if identity(expected, facts):
+        return []
+    found = []
+    for iface in expected.interfaces:
+        if iface.peer is not None or iface.mgmt_only:
+            continue
+        if iface.is_infiniband:
+            link = (facts.ib_links or {}).get(iface.name)
+            if link is not None:
+                parts = tuple(p for p in DESC_PARTS.split(link.peer_desc) if _NAME.fullmatch(p))
+                found.append(SeenLink(expected.netbox_id, iface.name, parts, link.peer_port))
+            continue
+        heard = [n for n in facts.lldp or () if n.interface == iface.name]
+        if len(heard) == 1 and heard[0].chassis_name:
+            name, port = heard[0].chassis_name.split(".")[0], heard[0].port_id or ""
+            if _NAME.fullmatch(name) and _NAME.fullmatch(port):
+                found.append(SeenLink(expected.netbox_id, iface.name, (name,), port))
+    return found
+
+
+def _port(ports: list[dict], port: str | int) -> dict | None:
+    """The switch port by name, or by the number its name ends in (InfiniBand)."""
+    if isinstance(port, str):
+        return next((p for p in ports if p["name"] == port), None)
+    return next((p for p in ports if (m := PORT_NUMBER.search(p["name"]))
+                 and int(m[1]) == port), None)
+
+
+def record_cables(netbox: NetBox, observed: Iterable[tuple[ExpectedHost, HostFacts]]) -> int:
+    """Create the cables; returns how many."""
+    seen = [link for host, facts in observed for link in links_to_record(host, facts)]
+    if not seen:
+        return 0
+    names = {name for link in seen for name in link.devices}
+    devices = {d["name"].casefold(): d["id"] for d in netbox.get_for_ids(
+        "dcim/devices", "name__ie", names, fields=("id", "name"))}  # type: ignore[arg-type]
+    fields = ("id", "name", "device", "cable")
+    ports: dict[int, list[dict]] = {}
+    for p in netbox.get_for_ids("dcim/interfaces", "device_id",
+                                {*devices.values(), *(link.host_id for link in seen)},
+                                fields=fields):
+        ports.setdefault(p["device"]["id"], []).append(p)
+    new, taken = [], set()
+    for link in seen:
+        near = _port(ports.get(link.host_id, []), link.interface)
+        far_device = next((devices[n.casefold()] for n in link.devices
+                           if n.casefold() in devices), None)
+        far = _port(ports.get(far_device, []), link.port) if far_device else None
+        if near is None or far is None or near.get("cable") or far.get("cable") \
+                or far["id"] in taken:
+            continue
+        taken.add(far["id"])
+        new.append({"a_terminations": [{"object_type": "dcim.interface", "object_id": near["id"]}],
+                    "b_terminations": [{"object_type": "dcim.interface", "object_id": far["id"]}],
+                    "status": "connected",
+                    "description": "recorded by racklift verify --record-cables"})
+    return len(netbox.create("dcim/cables", new))

@@ -163,6 +163,10 @@ class InventoryModule(BaseInventoryPlugin, Cacheable):
         self._populate(data)
 
     def _populate(self, data: dict) -> None:
+        for device in data["_meta"].get("racklift_refused", ()):
+            self.display.warning(f"racklift_netbox: device {device['netbox_id']} "
+                                 f"({device['name']!r} at site {device['site']}) is no host: "
+                                 + "; ".join(device["problems"]))
         for name, variables in data["_meta"]["hostvars"].items():
             self.inventory.add_host(name)
             for key, value in variables.items():

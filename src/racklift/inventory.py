@@ -18,7 +18,7 @@ from racklift.netbox.client import NetBox, NetBoxSettings
 from racklift.netbox.desired import role_vars
 from racklift.netbox.expected import InventoryHost
 from racklift.netbox.inventory_reader import read_inventory_hosts
-from racklift.netbox.reader import Selection
+from racklift.netbox.reader import AMBIGUOUS, Selection
 
 INCOMPLETE_GROUP = "racklift_incomplete"
 
@@ -61,14 +61,22 @@ def host_vars(host: InventoryHost) -> dict[str, Any]:
 
 
 def build_inventory(hosts: Iterable[InventoryHost]) -> dict[str, Any]:
+    """The inventory of `hosts`. A name several devices share (AMBIGUOUS) is no Ansible host:
+    one host's variables would point Ansible at another's address. Those devices are listed
+    under `_meta.racklift_refused`, with why; every other host is in, incomplete or not."""
     groups: dict[str, list[str]] = defaultdict(list)
     hostvars: dict[str, dict[str, Any]] = {}
+    refused = []
     for host in hosts:
+        if any(p.field == AMBIGUOUS for p in host.problems):
+            refused.append({"name": host.name, "netbox_id": host.netbox_id, "site": host.site,
+                            "problems": [str(p) for p in host.problems]})
+            continue
         hostvars[host.name] = host_vars(host)
         for group in host_groups(host):
             groups[group].append(host.name)
     inventory: dict[str, Any] = {
-        "_meta": {"hostvars": hostvars},
+        "_meta": {"hostvars": hostvars, "racklift_refused": refused},
         "all": {"children": sorted(["ungrouped", *groups])},
         "ungrouped": {"hosts": []},
     }

@@ -23,6 +23,7 @@ from racklift.netbox.reader import (
     choose,
     gpu_templates,
     group_by_ref,
+    name_problems,
     read_selection,
     read_types,
     record_fields,
@@ -104,6 +105,7 @@ def build_inventory_hosts(raw: RawInventory) -> list[InventoryHost]:
         holder = interfaces[ip["assigned_object_id"]]
         ips[holder["device"]["id"]][holder["name"]].append(ip["address"])
     hosts = []
+    identity = name_problems(raw.devices)
     for device in raw.devices:
         type_id = device["device_type"]["id"]
         record = record_fields(device)
@@ -114,5 +116,6 @@ def build_inventory_hosts(raw: RawInventory) -> list[InventoryHost]:
                              ips=addresses)
         hosts.append(with_problems(host, types.get(type_id, device["device_type"]),
                                    iface_templates.get(type_id, []),
-                                   len(gpu_templates(item_templates.get(type_id, [])))))
+                                   len(gpu_templates(item_templates.get(type_id, []))),
+                                   identity.get(device["id"], [])))
     return sorted(hosts, key=lambda h: h.name)

@@ -425,6 +425,7 @@ def link_peers(cable_ends: Iterable[Json], ports: Mapping[int, LinkPeer]) -> dic
 def build_hosts(raw: RawModel) -> list[ExpectedHost]:
     types = {t["id"]: t for t in raw.device_types}
     peers = link_peers(raw.cable_ends, port_names(raw))
+    identity = name_problems(raw.devices)
     iface_templates = group_by_ref(raw.interface_templates, "device_type")
     item_templates = group_by_ref(raw.item_templates, "device_type")
     interfaces = group_by_ref(raw.interfaces, "device")
@@ -438,7 +439,7 @@ def build_hosts(raw: RawModel) -> list[ExpectedHost]:
                     iface_templates.get(device["device_type"]["id"], []),
                     item_templates.get(device["device_type"]["id"], []),
                     interfaces.get(device["id"], []), ips_by_interface,
-                    items.get(device["id"], []), peers)
+                    items.get(device["id"], []), peers, identity.get(device["id"], []))
         for device in raw.devices
     ]
     return sorted(hosts, key=lambda h: h.name)
@@ -466,20 +467,49 @@ def gpu_templates(item_templates: Iterable[Json]) -> list[Json]:
                   key=lambda t: natural_key(t["name"]))
 
 
+AMBIGUOUS = "name.ambiguous"  # the field of a name several selected devices share
+
+
+def name_problems(devices: Iterable[Json]) -> dict[int, list[Problem]]:
+    """One identity per host: a device without a name, or whose name (case aside) another
+    device read with it also has, by device id. NetBox keeps names unique per site and tenant
+    only; racklift's inventory, selections, locks and run directories key hosts by name, so a
+    shared name is refused on every device that has it, never resolved by a guess."""
+    by_name: dict[str, list[Json]] = defaultdict(list)
+    found: dict[int, list[Problem]] = defaultdict(list)
+    for device in devices:
+        if not device.get("name"):
+            found[device["id"]].append(Problem(
+                f"device-{device['id']}", "name", "the device has no name: name it in NetBox "
+                "(racklift reaches, selects and reports hosts by name)"))
+        else:
+            by_name[device["name"].casefold()].append(device)
+    for same in by_name.values():
+        for device in same if len(same) > 1 else ():
+            others = ", ".join(f"device {d['id']} at site {_slug(d.get('site')) or '?'}"
+                               for d in same if d is not device)
+            found[device["id"]].append(Problem(
+                device["name"], AMBIGUOUS, f"{device['name']!r} also names {others}: NetBox "
+                "keeps names unique per site and tenant only, racklift needs one host per "
+                "name: rename one, or select one site (--site)"))
+    return found
+
+
 def with_problems[H: (ExpectedHost, InventoryHost)](host: H, device_type: Json,
                                                     iface_templates: list[Json],
-                                                    gpu_slots: int) -> H:
+                                                    gpu_slots: int,
+                                                    identity: Iterable[Problem] = ()) -> H:
     problems = find_problems(host, has_context=desired.has_software(host.config),
                              type_name=device_type_name(device_type),
                              iface_templates=iface_templates, gpu_templates=gpu_slots)
     # The same context: its parse carries over.
-    return replace(host, problems=tuple(problems), parsed=host.desired)
+    return replace(host, problems=(*identity, *problems), parsed=host.desired)
 
 
 def _build_host(device: Json, device_type: Json, iface_templates: list[Json],
                 item_templates: list[Json], interfaces: list[Json],
                 ips_by_interface: Mapping[int, list[str]], items: list[Json],
-                peers: Mapping[int, LinkPeer]) -> ExpectedHost:
+                peers: Mapping[int, LinkPeer], identity: list[Problem]) -> ExpectedHost:
     record = record_fields(device)
     expected_ifaces = tuple(sorted(
         (ExpectedInterface(
@@ -504,7 +534,7 @@ def _build_host(device: Json, device_type: Json, iface_templates: list[Json],
         primary_ip_interface=_holder(expected_ifaces, record["primary_ip"]),
         oob_interface=_holder(expected_ifaces, record["oob_ip"]),
         interfaces=expected_ifaces, gpus=gpus)
-    return with_problems(host, device_type, iface_templates, len(gpus))
+    return with_problems(host, device_type, iface_templates, len(gpus), identity)
 
 
 def _holder(interfaces: Iterable[ExpectedInterface], address: str | None) -> str | None:

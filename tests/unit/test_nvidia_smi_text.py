@@ -1,4 +1,5 @@
-"""nvidia-smi -q (plain text): the real H200 and H100 HGX captures, the same facts as -q -x
+"""nvidia-smi -q (plain text): the real H200 and H100 HGX captures, an 8x A100 node on driver 525
+(its "Ecc Mode" label, as drivers before 530 print it), an L4 (Ada), the same facts as -q -x
 gives for the same machine (the lab emulator prints both, in the captures' formats), and
 hostile input."""
 
@@ -31,6 +32,24 @@ def test_an_h100_of_an_hgx_board_with_r565_platform_info():
     assert facts.attached_gpus == 8 and len(facts.gpus) == 1  # the capture keeps GPU 0
     gpu = facts.gpus[0]
     assert (gpu.pci_bus_id, gpu.module_id, gpu.power_draw_w) == ("0000:18:00.0", 2, 100.89)
+
+
+def test_an_ampere_node_on_driver_525_and_an_ada_l4():
+    a100 = parse_nvidia_smi_q(
+        (REAL / "nvidia-smi-q_a100-sxm4-80gb-x8_525.60.13.txt").read_text())
+    assert (a100.driver_version, a100.cuda_version, a100.attached_gpus, len(a100.gpus)) == (
+        "525.60.13", "12.0", 8, 8)
+    gpu = a100.gpus[0]
+    assert (gpu.name, gpu.product_architecture, gpu.serial, gpu.pci_bus_id) == (
+        "NVIDIA A100-SXM4-80GB", "Ampere", "1562221013740", "0000:07:00.0")
+    assert (gpu.ecc_mode_current, gpu.mig_mode_current, gpu.memory_total_mib) == (
+        "Enabled", "Disabled", 81920)
+    assert (gpu.remapped_rows_pending, gpu.retired_pages_pending) == (False, None)
+    assert len({g.serial for g in a100.gpus}) == 8
+    (l4,) = parse_nvidia_smi_q((REAL / "nvidia-smi-q_l4_550.90.07.txt").read_text()).gpus
+    assert (l4.name, l4.product_architecture, l4.memory_total_mib) == (
+        "NVIDIA L4", "Ada Lovelace", 23034)
+    assert (l4.pcie_gen_current, l4.pcie_width_current, l4.ecc_mode_current) == (1, 8, "Enabled")
 
 
 @pytest.mark.parametrize("fault", [None, "ecc-uncorrected", "pcie-degraded", "gpu-lost",

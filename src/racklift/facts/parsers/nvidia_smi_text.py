@@ -29,7 +29,8 @@ _NAMES: dict[tuple[str, str], str] = {
         ("Serial Number", "serial"), ("GPU UUID", "uuid"), ("VBIOS Version", "vbios_version"),
         ("Board Part Number", "board_part_number"), ("GPU Part Number", "gpu_part_number"),
         ("Module ID", "gpu_module_id"), ("PCI", "pci"), ("FB Memory Usage", "fb_memory_usage"),
-        ("ECC Mode", "ecc_mode"), ("ECC Errors", "ecc_errors"),
+        ("ECC Mode", "ecc_mode"), ("Ecc Mode", "ecc_mode"),  # the second before driver 530
+        ("ECC Errors", "ecc_errors"),
         ("Retired Pages", "retired_pages"), ("Remapped Rows", "remapped_rows"),
         ("Temperature", "temperature"), ("GPU Power Readings", "gpu_power_readings"),
         ("Power Readings", "power_readings"), ("Fabric", "fabric"),

@@ -67,6 +67,7 @@ CAPTURES = {
                       "real/ibnetdiscover-p_edr-osc-cluster_excerpt-with-unconnected-ports.txt"],
     "iblinkinfo": ["real/iblinkinfo_edr-sb7700-2-hosts_down-polling-ports-1-18_excerpt.txt"],
     "nvidia-smi-nvlink-e": ["real/nvidia-smi-nvlink-e_gb300_link0-excerpt-no-uuid.txt"],
+    "dcgmi-diag": ["real/dcgmi-diag-r2_8x-rtx-3090_3.3.0_pcie-fail-all-cuda-driver-mismatch.txt"],
 }
 assert set(CAPTURES) <= set(TEXT_PARSERS)
 

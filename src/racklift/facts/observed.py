@@ -222,6 +222,32 @@ class NvlinkErrors(_Facts):
 
 
 @dataclass(frozen=True, slots=True)
+class DcgmTest(_Facts):
+    """One test of a ``dcgmi diag`` run: its overall result, each GPU's where it names them,
+    and the warnings, errors and notes it printed."""
+
+    category: str  # "Deployment", "Integration", "Hardware", "Stress"; "" where none is named
+    name: str  # "PCIe", "GPU Memory", "memory", "Targeted Stress", ...
+    result: str  # "Pass", "Fail", "Skip", "Warn", "Error"
+    gpus: tuple[tuple[int, str], ...] = ()  # (GPU index, its result) where the run names them
+    warnings: tuple[str, ...] = ()  # "Warning" and "Error" rows, each row's wrapped lines joined
+    info: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DcgmDiag(_Facts):
+    """A ``dcgmi diag`` run, text table or ``-j`` JSON."""
+
+    version: str | None  # DCGM's, where the run prints it (3.x and later)
+    driver: str | None
+    tests: tuple[DcgmTest, ...]
+
+    @property
+    def failed(self) -> tuple[DcgmTest, ...]:
+        return tuple(t for t in self.tests if t.result in ("Fail", "Error"))
+
+
+@dataclass(frozen=True, slots=True)
 class LldpNeighbor(_Facts):
     """One neighbour lldpd heard on a local interface (``lldpctl -f json`` / ``json0``)."""
 

@@ -41,6 +41,7 @@ PARSERS = {
     "lldpctl": parsers.parse_lldpctl_json,
     "ibnetdiscover": parsers.parse_ibnetdiscover,
     "iblinkinfo": parsers.parse_iblinkinfo,
+    "dcgmi-diag": parsers.parse_dcgmi_diag,
 }
 
 

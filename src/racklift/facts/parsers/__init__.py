@@ -19,6 +19,7 @@ from racklift.facts.parsers.common import (
     normalize_pci_address,
     to_int,
 )
+from racklift.facts.parsers.dcgmi import parse_dcgmi_diag
 from racklift.facts.parsers.dmidecode import parse_dmidecode, parse_dmidecode_string
 from racklift.facts.parsers.iblinkinfo import parse_iblinkinfo
 from racklift.facts.parsers.ibnetdiscover import parse_ibnetdiscover
@@ -49,6 +50,7 @@ __all__ = [
     "normalize_guid",
     "normalize_pci_address",
     "nvidia_gpus_on_pci",
+    "parse_dcgmi_diag",
     "parse_dmesg",
     "parse_dmidecode",
     "parse_dmidecode_string",

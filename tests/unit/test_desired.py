@@ -75,6 +75,9 @@ def test_an_empty_context_is_racklifts_defaults() -> None:
     ("registry_mirror.url", "http://10.16.0.2:5000"),
     ("hardware.nvswitch", True),
     ("hardware.boot_timeout", 900),
+    ("acceptance.dcgm_level", 3),
+    ("acceptance.nccl_busbw", 350),
+    ("acceptance.rdma_gbps", 370.5),
 ])
 def test_each_key_overrides_its_default_alone(path: str, value: Any) -> None:
     state = parse(context(path, value))
@@ -134,6 +137,10 @@ def test_each_key_overrides_its_default_alone(path: str, value: Any) -> None:
     ("hardware.boot_timeout", True, "whole seconds"),
     ("hardware.boot_timeout", 0, "whole seconds"),
     ("hardware.boot_timeout", 86400, "whole seconds"),
+    ("acceptance.dcgm_level", 5, "run level"),
+    ("acceptance.dcgm_level", "3", "run level"),
+    ("acceptance.nccl_busbw", 0, "bus bandwidth in GB/s"),
+    ("acceptance.rdma_gbps", "370", "Gb/s"),
 ])
 def test_each_invalid_value_is_named_by_its_field(path: str, value: Any, hint: str) -> None:
     problems = parse(context(path, value))

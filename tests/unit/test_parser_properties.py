@@ -68,6 +68,8 @@ CAPTURES = {
     "iblinkinfo": ["real/iblinkinfo_edr-sb7700-2-hosts_down-polling-ports-1-18_excerpt.txt"],
     "nvidia-smi-nvlink-e": ["real/nvidia-smi-nvlink-e_gb300_link0-excerpt-no-uuid.txt"],
     "dcgmi-diag": ["real/dcgmi-diag-r2_8x-rtx-3090_3.3.0_pcie-fail-all-cuda-driver-mismatch.txt"],
+    "nccl-tests": ["real/nccl-tests-all_reduce_perf_8x-h100-80gb-hbm3_single-node.txt"],
+    "perftest-bw": ["real/ib_write_bw_connectx6-ib-100g_a-sweep_report-gbits_client.txt"],
 }
 assert set(CAPTURES) <= set(TEXT_PARSERS)
 

@@ -248,6 +248,50 @@ class DcgmDiag(_Facts):
 
 
 @dataclass(frozen=True, slots=True)
+class NcclRow(_Facts):
+    """One message size of an nccl-tests run: out-of-place, then in-place."""
+
+    size: int  # bytes
+    busbw: float  # GB/s, out-of-place
+    algbw: float
+    wrong: int | None  # None: validation off ("N/A")
+    busbw_in_place: float
+    wrong_in_place: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class NcclRun(_Facts):
+    """An nccl-tests run (all_reduce_perf and its kind)."""
+
+    test: str | None  # "all_reduce_perf", where the version prints it
+    ranks: int
+    rows: tuple[NcclRow, ...]
+    out_of_bounds: int | None  # "# Out of bounds values : N OK|FAILED"
+    avg_busbw: float | None  # "# Avg bus bandwidth : X" (GB/s); None: the run did not end
+    errors: tuple[str, ...]  # "Test failure", "Test CUDA failure ..." lines
+
+
+@dataclass(frozen=True, slots=True)
+class PerftestRow(_Facts):
+    size: int  # bytes
+    iterations: int
+    peak_gbps: float  # Gb/s, whatever unit the run printed
+    average_gbps: float
+
+
+@dataclass(frozen=True, slots=True)
+class PerftestRun(_Facts):
+    """A perftest bandwidth run (ib_write_bw, ib_read_bw, ib_send_bw), client or server."""
+
+    test: str  # "RDMA_Write BW Test", "RDMA_Write Bidirectional BW Test", ...
+    device: str | None  # "mlx5_0"
+    link_type: str | None  # "IB", "Ethernet"
+    qps: int | None
+    bidirectional: bool
+    rows: tuple[PerftestRow, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class LldpNeighbor(_Facts):
     """One neighbour lldpd heard on a local interface (``lldpctl -f json`` / ``json0``)."""
 

@@ -173,6 +173,27 @@ class Hardware:
         "26.562, or null", True))
 
 
+def _positive(high: float) -> Callable[[Any], bool]:
+    return lambda v: type(v) in (int, float) and 0 < v <= high
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """What a host must show under load before it joins: a config context, usually on the
+    device type, so a SKU's thresholds are data. Null: that test is not run."""
+
+    dcgm_level: int | None = setting(None, Rule(
+        lambda v: type(v) is int and 1 <= v <= 4,
+        "set it to `dcgmi diag`'s run level, 1 (seconds) to 4 (hours), or null", True))
+    nccl_busbw: float | None = setting(None, Rule(
+        _positive(10_000), "set it to the least average bus bandwidth in GB/s that nccl-tests' "
+        "all_reduce_perf must reach across the host's GPUs (e.g. 350 on 8x H100 SXM), or null",
+        True))
+    rdma_gbps: float | None = setting(None, Rule(
+        _positive(10_000), "set it to the least average bandwidth in Gb/s that ib_write_bw "
+        "must reach on each HCA port (e.g. 370 on NDR), or null", True))
+
+
 @dataclass(frozen=True)
 class DesiredState:
     provisioning_interface: str = setting("eno1", text(
@@ -188,6 +209,7 @@ class DesiredState:
     container_toolkit: ContainerToolkit = ContainerToolkit()
     registry_mirror: RegistryMirror = RegistryMirror()
     hardware: Hardware = Hardware()
+    acceptance: Acceptance = Acceptance()
 
     @property
     def fabric_manager(self) -> bool:

@@ -42,6 +42,8 @@ PARSERS = {
     "ibnetdiscover": parsers.parse_ibnetdiscover,
     "iblinkinfo": parsers.parse_iblinkinfo,
     "dcgmi-diag": parsers.parse_dcgmi_diag,
+    "nccl-tests": parsers.parse_nccl_tests,
+    "perftest-bw": parsers.parse_perftest_bw,
 }
 
 

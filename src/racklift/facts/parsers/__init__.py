@@ -32,6 +32,7 @@ from racklift.facts.parsers.infiniband import (
 from racklift.facts.parsers.kernel_log import parse_dmesg
 from racklift.facts.parsers.lldp import parse_lldpctl_json
 from racklift.facts.parsers.lspci import nvidia_gpus_on_pci, parse_lspci
+from racklift.facts.parsers.nccl_tests import parse_nccl_tests
 from racklift.facts.parsers.nvidia_smi import (
     lost_gpus,
     parse_nvidia_smi_csv,
@@ -39,6 +40,7 @@ from racklift.facts.parsers.nvidia_smi import (
 )
 from racklift.facts.parsers.nvidia_smi_text import parse_nvidia_smi_q
 from racklift.facts.parsers.nvlink_errors import parse_nvidia_smi_nvlink_errors
+from racklift.facts.parsers.perftest import parse_perftest_bw
 from racklift.facts.parsers.system import parse_lscpu_json, parse_meminfo, parse_os_release
 from racklift.facts.parsers.topology import parse_nvidia_smi_nvlink, parse_nvidia_smi_topo
 
@@ -62,6 +64,7 @@ __all__ = [
     "parse_lscpu_json",
     "parse_lspci",
     "parse_meminfo",
+    "parse_nccl_tests",
     "parse_nvidia_smi_csv",
     "parse_nvidia_smi_nvlink",
     "parse_nvidia_smi_nvlink_errors",
@@ -69,6 +72,7 @@ __all__ = [
     "parse_nvidia_smi_topo",
     "parse_nvidia_smi_xml",
     "parse_os_release",
+    "parse_perftest_bw",
     "parse_sysfs_infiniband",
     "to_int",
 ]

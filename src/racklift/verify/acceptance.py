@@ -1,0 +1,74 @@
+"""Acceptance: whether a host's figures under load meet what its device type asks for
+(`racklift.acceptance`: DCGM's diagnostic level, the least all-reduce bus bandwidth, the least
+RDMA bandwidth per HCA port). Pure: the wanted thresholds and the parsed runs in, Mismatches
+out, each naming the figure and the threshold. A test asked for that did not run, or did not
+finish, fails the host: acceptance is proof, not the absence of bad news."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from racklift.facts.observed import DcgmDiag, NcclRun, PerftestRun
+from racklift.netbox.desired import Acceptance
+from racklift.verify.mismatch import CRITICAL, Mismatch
+
+
+def judge_acceptance(want: Acceptance, *, dcgm: DcgmDiag | None = None,
+                     nccl: NcclRun | None = None,
+                     rdma: Mapping[str, PerftestRun | None] | None = None) -> list[Mismatch]:
+    """`rdma`: each HCA port the host should have, to its ib_write_bw run (None: none ran)."""
+    return [*_dcgm(want, dcgm), *_nccl(want, nccl), *_rdma(want, rdma or {})]
+
+
+def _dcgm(want: Acceptance, diag: DcgmDiag | None) -> Iterator[Mismatch]:
+    if want.dcgm_level is None:
+        return
+    if diag is None:
+        yield Mismatch("accept.dcgm", f"dcgmi diag -r {want.dcgm_level}", "not run", CRITICAL,
+                       "install DCGM (datacenter-gpu-manager) and run the diagnostic")
+        return
+    for test in diag.failed:
+        gpus = [str(g) for g, result in test.gpus if result in ("Fail", "Error")]
+        why = test.warnings[0] if test.warnings else "no reason printed"
+        yield Mismatch(f"accept.dcgm.{test.name}", "Pass",
+                       f"{test.result}{' on GPU ' + ', '.join(gpus) if gpus else ''}: {why}",
+                       CRITICAL, "what DCGM says to do first (reset the GPU, check its "
+                       "cooling or seating), then run the diagnostic again; RMA if it fails "
+                       "again")
+
+
+def _nccl(want: Acceptance, run: NcclRun | None) -> Iterator[Mismatch]:
+    if want.nccl_busbw is None:
+        return
+    wanted = f">= {want.nccl_busbw:g} GB/s"
+    if run is None or run.avg_busbw is None:
+        said = run.errors[0] if run and run.errors else "no result"
+        yield Mismatch("accept.nccl.busbw", wanted, f"did not finish: {said}", CRITICAL,
+                       "run all_reduce_perf on the host's GPUs by hand and read its error")
+        return
+    wrong = sum(w for r in run.rows for w in (r.wrong, r.wrong_in_place) if w)
+    if wrong or run.out_of_bounds:
+        yield Mismatch("accept.nccl.wrong", 0, f"{wrong} wrong values, "
+                       f"{run.out_of_bounds or 0} out of bounds", CRITICAL,
+                       "a GPU or NVLink computes wrong results: run dcgmi diag -r 3 and the "
+                       "kernel log's Xids to find which, then RMA it")
+    if run.avg_busbw < want.nccl_busbw:
+        yield Mismatch("accept.nccl.busbw", wanted, f"{run.avg_busbw:g} GB/s", CRITICAL,
+                       "slow collectives: check `nvidia-smi topo -m` and NVLink status, fabric "
+                       "manager, and GPU clocks (thermal or power throttling)")
+
+
+def _rdma(want: Acceptance, runs: Mapping[str, PerftestRun | None]) -> Iterator[Mismatch]:
+    if want.rdma_gbps is None:
+        return
+    for port, run in sorted(runs.items()):
+        best = max((r.average_gbps for r in run.rows), default=None) if run else None
+        if best is None:
+            yield Mismatch(f"accept.rdma[{port}]", f">= {want.rdma_gbps:g} Gb/s", "not run",
+                           CRITICAL, f"run ib_write_bw on {port} against a known-good host "
+                           "and read its error")
+        elif best < want.rdma_gbps:
+            yield Mismatch(f"accept.rdma[{port}]", f">= {want.rdma_gbps:g} Gb/s",
+                           f"{best:g} Gb/s", CRITICAL, f"{port} is slow: check its link "
+                           "(width and speed in ibstat, the cable), its PCIe slot and the "
+                           "partner's; re-test with another partner before blaming this host")

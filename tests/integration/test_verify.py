@@ -25,7 +25,7 @@ from racklift.verify.gate import verify
 pytestmark = pytest.mark.containers
 
 RACK = "V01"
-SELECT = Selection(racks=(RACK,))
+SELECT = Selection(racks=(RACK,), roles=("gpu-server",))  # not the rack's leaf switches
 
 
 @pytest.fixture(scope="module")

@@ -265,6 +265,14 @@ def down(netbox: NetBox | None, net: LabNet = LAB) -> DownResult:
                                  fields=("id", "name")) if wanted and lab_tagged else []
         netbox.delete("dcim/devices", [d["id"] for d in devices])
         deleted = len(devices)
+        # Then the leaf switches their cables went to (the profiles hold the plan), with
+        # their ports and cables: the lab's as well, as its tag and role say.
+        switches = sorted({str(end[0]) for p in profiles_dir(net).glob("*.json")
+                           for end in json.loads(p.read_text()).get("cables", {}).values()})
+        if switches and lab_tagged:
+            netbox.delete("dcim/devices", [d["id"] for d in netbox.get_all(
+                "dcim/devices", {"tag": tags.LAB, "role": seed.SWITCH_ROLE, "name": switches},
+                fields=("id",))])
         # The profiles name the lab's hosts: keep them until NetBox has been cleaned too.
         shutil.rmtree(profiles_dir(net), ignore_errors=True)
     return DownResult(len(names), deleted)

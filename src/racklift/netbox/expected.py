@@ -60,6 +60,8 @@ class ExpectedInterface:
     mac: str | None  # the interface's primary MAC address object, upper case
     ips: tuple[str, ...] = ()  # addresses with prefix length, e.g. "10.16.0.11/16"
     peer: LinkPeer | None = None  # where its cable ends; None: NetBox records no cable
+    label: str | None = None  # e.g. the CA's name where the interface is named by netdev
+    wwn: str | None = None  # an InfiniBand port's GUID, where NetBox keeps it ("WWN")
 
     @property
     def is_infiniband(self) -> bool:

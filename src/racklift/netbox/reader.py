@@ -41,7 +41,7 @@ Json = dict[str, Any]
 DEVICE_FIELDS = ("id", "name", "status", "site", "rack", "position", "role", "platform",
                  "device_type", "serial", "asset_tag", "primary_ip4", "primary_ip6", "oob_ip",
                  "config_context", "tags")
-INTERFACE_FIELDS = ("id", "device", "name", "type", "mgmt_only", "enabled",
+INTERFACE_FIELDS = ("id", "device", "name", "label", "wwn", "type", "mgmt_only", "enabled",
                     "primary_mac_address")
 IP_FIELDS = ("id", "address", "assigned_object_type", "assigned_object_id")
 ITEM_FIELDS = ("id", "device", "name", "role", "manufacturer", "part_id", "serial")
@@ -145,7 +145,7 @@ def ref_id(row: Json, key: str) -> int | None:
 
 
 # The same fields as INTERFACE_FIELDS, in GraphQL: what build_hosts reads of an interface.
-INTERFACE_GRAPHQL = ("id name type mgmt_only enabled device { id } "
+INTERFACE_GRAPHQL = ("id name label wwn type mgmt_only enabled device { id } "
                      "primary_mac_address { mac_address }")
 # The fields of DEVICE_FIELDS but the config context and tags, in GraphQL (all_devices).
 DEVICE_GRAPHQL = ("id name status serial asset_tag position site { slug } rack { name } "
@@ -518,6 +518,7 @@ def _build_host(device: Json, device_type: Json, iface_templates: list[Json],
             mac=(i["primary_mac_address"]["mac_address"].upper()
                  if i.get("primary_mac_address") else None),
             ips=tuple(sorted(ips_by_interface.get(i["id"], ()))), peer=peers.get(i["id"]),
+            label=i.get("label") or None, wwn=i.get("wwn") or None,
         ) for i in interfaces), key=lambda i: i.name))
     serial_by_slot = {i["name"]: i.get("serial") or None for i in items}
     gpus = tuple(

@@ -18,6 +18,7 @@ from racklift.facts.host import HostFacts
 from racklift.facts.observed import IbLink, LldpNeighbor
 from racklift.netbox.expected import IB_LINK_TYPES, ExpectedHost, ExpectedInterface, LinkPeer
 from racklift.verify.mismatch import CRITICAL, WARNING, Mismatch
+from racklift.verify.ports import match_ib_ports
 
 IB_WIDTH = "4x"  # what every HCA port racklift checks should train at
 # What separates a switch's name from the rest of its InfiniBand node description
@@ -88,10 +89,20 @@ def cabling(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
                            "install infiniband-diags (the ofed role does), then read "
                            "`ibnetdiscover` on the host")
         else:
-            links = facts.ib_links
+            links = ib_links_by_port(expected, facts)
             yield from _judge({i.name: (i, _ib_seen(links.get(i.name))) for i in infiniband},
                               lambda _: CRITICAL)
             yield from _degraded(infiniband, links)
+
+
+def ib_links_by_port(expected: ExpectedHost, facts: HostFacts) -> dict[str, IbLink]:
+    """Each NetBox InfiniBand port's link in the fabric map, through the CA it is, however
+    NetBox names the port (racklift.verify.ports); by name where ibstat gave no ports."""
+    cas = {name: port.ca for name, (port, _) in
+           match_ib_ports(expected.ib_ports, facts.hca_ports).items()}
+    links = facts.ib_links or {}
+    return {i.name: links[cas.get(i.name, i.name)] for i in expected.ib_ports
+            if cas.get(i.name, i.name) in links}
 
 
 def _judge(ports: dict[str, tuple[ExpectedInterface, Seen]],

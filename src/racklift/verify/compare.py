@@ -13,6 +13,7 @@ from racklift.natural import natural_key
 from racklift.netbox.expected import IB_LINK_TYPES, ExpectedGPU, ExpectedHost
 from racklift.verify.cabling import cabling
 from racklift.verify.mismatch import CRITICAL, WARNING, Mismatch
+from racklift.verify.ports import match_ib_ports
 
 
 def _same(a: str | None, b: str | None) -> bool:
@@ -130,17 +131,18 @@ def _hcas(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
     if len(ib) != len(want):
         yield Mismatch("hcas.ib_ports", len(want), len(ib), CRITICAL,
                        "InfiniBand ports missing: check `ibstat`, HCA seating and firmware")
-    by_ca = {p.ca: p for p in ib}
+    matched = match_ib_ports(want, ib)
     for iface in want:
-        port = by_ca.get(iface.name)
-        if port is None:
+        if iface.name not in matched:
             continue
+        port, rule = matched[iface.name]
         rate = IB_LINK_TYPES.get(iface.type, (None, None))[1]
         if rate and port.rate_gbps is not None and port.rate_gbps != rate \
                 and (port.state or "").lower() == "active":
             yield Mismatch(f"interfaces.{iface.name}.rate", rate, port.rate_gbps, CRITICAL,
-                           f"{iface.name} trained at {port.rate_gbps} Gb/s, not {rate} "
-                           f"({iface.type}): check the cable and the switch port")
+                           f"{iface.name} ({port.ca}, matched by {rule}) trained at "
+                           f"{port.rate_gbps} Gb/s, not {rate} ({iface.type}): check the cable "
+                           "and the switch port")
 
 
 def _interfaces(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:

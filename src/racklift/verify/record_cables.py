@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from racklift.facts.host import HostFacts
 from racklift.netbox.client import NetBox
 from racklift.netbox.expected import ExpectedHost
-from racklift.verify.cabling import DESC_PARTS, PORT_NUMBER
+from racklift.verify.cabling import DESC_PARTS, PORT_NUMBER, ib_links_by_port
 from racklift.verify.compare import identity
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,63}")  # what may be a device or port name
@@ -40,11 +40,12 @@ def links_to_record(expected: ExpectedHost, facts: HostFacts) -> list[SeenLink]:
     if identity(expected, facts):
         return []
     found = []
+    ib_links = ib_links_by_port(expected, facts)
     for iface in expected.interfaces:
         if iface.peer is not None or iface.mgmt_only:
             continue
         if iface.is_infiniband:
-            link = (facts.ib_links or {}).get(iface.name)
+            link = ib_links.get(iface.name)
             if link is not None:
                 parts = tuple(p for p in DESC_PARTS.split(link.peer_desc) if _NAME.fullmatch(p))
                 found.append(SeenLink(expected.netbox_id, iface.name, parts, link.peer_port))

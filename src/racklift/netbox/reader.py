@@ -346,7 +346,10 @@ def read_cable_ends(netbox: NetBox, interface_ids: set[int],
     if not interface_ids:
         return [], []
     if whole:
-        ends = netbox.scan("dcim/cable-terminations", fields=CABLE_END_FIELDS)
+        every = netbox.scan("dcim/cable-terminations", fields=CABLE_END_FIELDS)
+        ours = {ref_id(e, "cable") for e in every if e.get("termination_type") == INTERFACE_TYPE
+                and e["termination_id"] in interface_ids}
+        ends = [e for e in every if ref_id(e, "cable") in ours]  # not the switches' own
     else:
         near = netbox.get_for_ids("dcim/cable-terminations", "interface_id", interface_ids,
                                   fields=CABLE_END_FIELDS)

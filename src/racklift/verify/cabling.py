@@ -1,11 +1,12 @@
 """Cabling: the neighbour each cabled port sees, against the far end of its NetBox cable.
 
 Pure: an ExpectedHost and HostFacts in, Mismatches out. Ethernet ports are read from LLDP
-(`lldpctl -f json`), InfiniBand ports from the fabric map (`ibnetdiscover`), found by the CA's
-node GUID. Findings, each naming the port, what NetBox records and what the host sees:
-`cable.no_neighbor[port]`, `cable.wrong_peer[port]`, `cable.swapped[port]` (two ports each see
-the other's peer) and `cable.degraded[port]` (an InfiniBand link trained below its type).
-InfiniBand rails and the provisioning port are critical; other Ethernet ports warn.
+(`lldpctl -f json`), InfiniBand ports from the fabric map (`ibnetdiscover`), found by the
+GUIDs of the CA each NetBox port matched (racklift.verify.ports). Findings, each naming the
+port, what NetBox records and what the host sees: `cable.no_neighbor[port]`,
+`cable.wrong_peer[port]`, `cable.swapped[port]` (two ports each see the other's peer) and
+`cable.degraded[port]` (an InfiniBand link not at its type's speed and 4x). InfiniBand rails
+and the provisioning port are critical; other Ethernet ports warn.
 """
 
 from __future__ import annotations
@@ -98,18 +99,21 @@ def cabling(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
 def ib_links_by_port(expected: ExpectedHost, facts: HostFacts) -> dict[str, IbLink]:
     """Each NetBox InfiniBand port's link in the fabric map, through the CA it is, however
     NetBox names the port (racklift.verify.ports); by name where ibstat gave no ports."""
-    cas = {name: port.ca for name, (port, _) in
-           match_ib_ports(expected.ib_ports, facts.hca_ports).items()}
+    if facts.hca_ports:
+        cas = {name: port.ca for name, (port, _) in
+               match_ib_ports(expected.ib_ports, facts.hca_ports).items()}
+    else:
+        cas = {i.name: i.name for i in expected.ib_ports}
     links = facts.ib_links or {}
-    return {i.name: links[cas.get(i.name, i.name)] for i in expected.ib_ports
-            if cas.get(i.name, i.name) in links}
+    return {name: links[ca] for name, ca in cas.items() if ca in links}
 
 
 def _judge(ports: dict[str, tuple[ExpectedInterface, Seen]],
            severity: Callable[[ExpectedInterface], str]) -> Iterator[Mismatch]:
     for name, (iface, seen) in ports.items():
         peer = iface.peer
-        assert peer is not None
+        if peer is None:
+            continue  # not cabled in NetBox: nothing to compare with
         if seen.shown is None:
             yield Mismatch(f"cable.no_neighbor[{name}]", str(peer), None, severity(iface),
                            f"{name} sees no neighbour: check that the cable is seated at both "

@@ -42,6 +42,7 @@ def demo_plan() -> seed.SeedPlan:
 
 @pytest.fixture(scope="session")
 def _seeded_snapshot(instance, settings, demo_plan) -> None:
+    netbox_server.reset(instance)  # whatever the module before it left: the demo rack alone
     started = time.monotonic()
     seed.apply(NetBox.connect(settings), demo_plan)
     print(f"\n[netbox] seeded {len(demo_plan.hosts)} hosts in {time.monotonic() - started:.1f} s")

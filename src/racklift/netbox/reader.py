@@ -145,7 +145,7 @@ def ref_id(row: Json, key: str) -> int | None:
 
 
 # The same fields as INTERFACE_FIELDS, in GraphQL: what build_hosts reads of an interface.
-INTERFACE_GRAPHQL = ("id name label wwn type mgmt_only enabled device { id } "
+INTERFACE_GRAPHQL = ("id name label wwn type mgmt_only enabled device { id name } "
                      "primary_mac_address { mac_address }")
 # The fields of DEVICE_FIELDS but the config context and tags, in GraphQL (all_devices).
 DEVICE_GRAPHQL = ("id name status serial asset_tag position site { slug } rack { name } "
@@ -329,7 +329,8 @@ def fetch(netbox: NetBox, selection: Selection) -> RawModel:
         ip_addresses = [ip for ip in reads.ip_addresses.result()
                         if ip.get("assigned_object_id") in interface_ids]
         items = [i for i in items_read.result() if ref_id(i, "device") in device_ids]
-        cable_ends, peers = read_cable_ends(netbox, interface_ids, chosen.whole)
+        cable_ends, peers = read_cable_ends(
+            netbox, interface_ids, reads.interfaces.result() if chosen.whole else None)
         return RawModel(
             devices=devices, device_types=types.device_types.result(),
             interface_templates=types.interface_templates.result(),
@@ -340,12 +341,14 @@ def fetch(netbox: NetBox, selection: Selection) -> RawModel:
 
 
 def read_cable_ends(netbox: NetBox, interface_ids: set[int],
-                    whole: bool) -> tuple[list[Json], list[Json]]:
+                    every_interface: list[Json] | None) -> tuple[list[Json], list[Json]]:
     """Both ends of every cable on these interfaces, and the interfaces at those ends (with
-    their devices' names): flat lists, not NetBox's per-interface path lookups."""
+    their devices' names): flat lists, not NetBox's per-interface path lookups. A whole read
+    (`every_interface`: all of NetBox's, read already) scans the terminations once and takes
+    the far ends from what it has."""
     if not interface_ids:
         return [], []
-    if whole:
+    if every_interface is not None:
         every = netbox.scan("dcim/cable-terminations", fields=CABLE_END_FIELDS)
         ours = {ref_id(e, "cable") for e in every if e.get("termination_type") == INTERFACE_TYPE
                 and e["termination_id"] in interface_ids}
@@ -358,6 +361,8 @@ def read_cable_ends(netbox: NetBox, interface_ids: set[int],
                                   fields=CABLE_END_FIELDS)
     far = {e["termination_id"] for e in ends if e.get("termination_type") == INTERFACE_TYPE
            and e["termination_id"] not in interface_ids}
+    if every_interface is not None:
+        return ends, [i for i in every_interface if i["id"] in far]
     peers = netbox.get_for_ids("dcim/interfaces", "id", far, fields=PEER_FIELDS) if far else []
     return ends, peers
 

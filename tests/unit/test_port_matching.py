@@ -64,3 +64,22 @@ def test_a_guid_decides_before_a_name_and_each_port_is_taken_once():
     assert "mlx5_1" not in matched
     assert sorted(port.ca for port, _ in matched.values()) == [
         f"mlx5_{n}" for n in (1, 2, 3, 4, 5, 6, 7)]
+
+
+def test_nics_the_os_names_otherwise_are_matched_by_mac_and_only_warn():
+    from racklift.verify.verdict import judge
+
+    record = emulated.expected_host()
+    renamed = {"eno1": "eth0", "eno2": "eth1"}  # NetBox filled in from another template
+    record = replace(record, interfaces=tuple(replace(i, name=renamed.get(i.name, i.name))
+                                              for i in record.interfaces),
+                     provisioning_interface="eth0", primary_ip_interface="eth0", parsed=None)
+    verdict = judge(record, from_bundle(emulated.bundle(emulated.healthy_profile())))
+    assert {(m.field, m.observed, m.severity) for m in verdict.mismatches} == {
+        ("interfaces.eth0.name", "eno1", "warning"), ("interfaces.eth1.name", "eno2", "warning")}
+    assert verdict.passed  # the primary IP found on the NIC the MAC names
+    # A MAC on another NetBox port's name is still a swap, not a naming scheme.
+    swapped = judge(emulated.expected_host(),
+                    from_bundle(emulated.bundle(emulated.with_fault("mac-swapped"))))
+    assert ("interfaces.eno1.mac", "critical") in {(m.field, m.severity)
+                                                   for m in swapped.mismatches}

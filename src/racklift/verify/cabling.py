@@ -19,7 +19,7 @@ from racklift.facts.host import HostFacts
 from racklift.facts.observed import IbLink, LldpNeighbor
 from racklift.netbox.expected import IB_LINK_TYPES, ExpectedHost, ExpectedInterface, LinkPeer
 from racklift.verify.mismatch import CRITICAL, WARNING, Mismatch
-from racklift.verify.ports import match_ib_ports
+from racklift.verify.ports import match_ib_ports, match_nics
 
 IB_WIDTH = "4x"  # what every HCA port racklift checks should train at
 # What separates a switch's name from the rest of its InfiniBand node description
@@ -57,8 +57,9 @@ def ib_is(link: IbLink, peer: LinkPeer) -> bool:
             and number is not None and int(number[1]) == link.peer_port)
 
 
-def _ethernet_seen(iface: ExpectedInterface, lldp: tuple[LldpNeighbor, ...]) -> Seen:
-    heard = [n for n in lldp if n.interface == iface.name]
+def _ethernet_seen(host_name: str, lldp: tuple[LldpNeighbor, ...]) -> Seen:
+    """What lldpd heard on the host's NIC of this name."""
+    heard = [n for n in lldp if n.interface == host_name]
     shown = ", ".join(f"{n.chassis_name or n.chassis_id} {n.port_id or n.port_descr}"
                       for n in heard)
     return Seen(shown or None, lambda peer: any(lldp_is(n, peer) for n in heard))
@@ -82,7 +83,9 @@ def cabling(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
                            "install and start lldpd (the base_os role does), then read "
                            "`lldpctl` on the host")
         else:
-            yield from _judge({i.name: (i, _ethernet_seen(i, facts.lldp)) for i in ethernet},
+            nics = {name: nic.name for name, (nic, _) in match_nics(expected, facts.nics).items()}
+            yield from _judge({i.name: (i, _ethernet_seen(nics.get(i.name, i.name), facts.lldp))
+                               for i in ethernet},
                               lambda i: CRITICAL if i.name == provisioning else WARNING)
     if infiniband:
         if facts.ib_links is None:

@@ -13,7 +13,7 @@ from racklift.natural import natural_key
 from racklift.netbox.expected import IB_LINK_TYPES, ExpectedGPU, ExpectedHost
 from racklift.verify.cabling import cabling
 from racklift.verify.mismatch import CRITICAL, WARNING, Mismatch
-from racklift.verify.ports import match_ib_ports
+from racklift.verify.ports import match_ib_ports, match_nics
 
 
 def _same(a: str | None, b: str | None) -> bool:
@@ -146,13 +146,13 @@ def _hcas(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
 
 
 def _interfaces(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
-    owner = {n.mac: n.name for n in facts.nics if n.mac}
+    owner = {(n.mac or "").upper(): n.name for n in facts.nics if n.mac}
+    matched = match_nics(expected, facts.nics)
     for iface in expected.interfaces:
         if iface.mgmt_only or iface.is_infiniband or not iface.mac:
             continue  # the BMC is not visible from the OS; IB ports are checked by CA
-        nic = facts.nic(iface.name)
-        if nic is None:
-            where = owner.get(iface.mac)
+        if iface.name not in matched:
+            where = owner.get(iface.mac.upper())
             if where:
                 yield Mismatch(f"interfaces.{iface.name}.mac", iface.mac, f"on {where}",
                                CRITICAL, f"{iface.name}'s MAC is on {where}: NIC names or "
@@ -164,12 +164,18 @@ def _interfaces(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
                                f"no interface {iface.name} on the host: check the NIC and "
                                "its name (udev), or the NetBox interface")
             continue
-        if not _same(nic.mac, iface.mac):
+        nic, rule = matched[iface.name]
+        if rule == "MAC":
+            yield Mismatch(f"interfaces.{iface.name}.name", iface.name, nic.name, WARNING,
+                           f"{iface.name}'s MAC is on {nic.name} (matched by MAC): rename the "
+                           "NetBox interface to what the host calls it")
+        elif not _same(nic.mac, iface.mac):
             yield Mismatch(f"interfaces.{iface.name}.mac", iface.mac, nic.mac, CRITICAL,
                            "the MAC differs from NetBox: a swapped NIC or cable, or a "
                            "replaced NIC not yet recorded (update the MAC object)")
     if expected.primary_ip and expected.primary_ip_interface:
-        nic = facts.nic(expected.primary_ip_interface)
+        holder = matched.get(expected.primary_ip_interface)
+        nic = holder[0] if holder else facts.nic(expected.primary_ip_interface)
         if nic is None or expected.primary_ip not in nic.addresses:
             yield Mismatch(f"interfaces.{expected.primary_ip_interface}.ip",
                            expected.primary_ip, list(nic.addresses) if nic else None, CRITICAL,

@@ -19,6 +19,7 @@ from racklift.netbox.client import NetBox
 from racklift.netbox.expected import ExpectedHost
 from racklift.verify.cabling import DESC_PARTS, PORT_NUMBER, ib_links_by_port
 from racklift.verify.compare import identity
+from racklift.verify.ports import match_nics
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,63}")  # what may be a device or port name
 
@@ -41,6 +42,7 @@ def links_to_record(expected: ExpectedHost, facts: HostFacts) -> list[SeenLink]:
         return []
     found = []
     ib_links = ib_links_by_port(expected, facts)
+    nics = {name: nic.name for name, (nic, _) in match_nics(expected, facts.nics).items()}
     for iface in expected.interfaces:
         if iface.peer is not None or iface.mgmt_only:
             continue
@@ -50,7 +52,7 @@ def links_to_record(expected: ExpectedHost, facts: HostFacts) -> list[SeenLink]:
                 parts = tuple(p for p in DESC_PARTS.split(link.peer_desc) if _NAME.fullmatch(p))
                 found.append(SeenLink(expected.netbox_id, iface.name, parts, link.peer_port))
             continue
-        heard = [n for n in facts.lldp or () if n.interface == iface.name]
+        heard = [n for n in facts.lldp or () if n.interface == nics.get(iface.name, iface.name)]
         if len(heard) == 1 and heard[0].chassis_name:
             name, port = heard[0].chassis_name.split(".")[0], heard[0].port_id or ""
             if _NAME.fullmatch(name) and _NAME.fullmatch(port):

@@ -17,8 +17,9 @@ from typing import Any
 from racklift.netbox.client import NetBox, NetBoxSettings
 from racklift.netbox.desired import role_vars
 from racklift.netbox.expected import InventoryHost
+from racklift.netbox.identity import AMBIGUOUS
 from racklift.netbox.inventory_reader import read_inventory_hosts
-from racklift.netbox.reader import AMBIGUOUS, Selection
+from racklift.netbox.reader import Selection
 
 INCOMPLETE_GROUP = "racklift_incomplete"
 

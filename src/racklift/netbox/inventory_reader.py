@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from racklift.netbox.client import NetBox
 from racklift.netbox.expected import InventoryHost
+from racklift.netbox.identity import name_problems
 from racklift.netbox.reader import (
     FETCH_WORKERS,
     Json,
@@ -23,7 +24,6 @@ from racklift.netbox.reader import (
     choose,
     gpu_templates,
     group_by_ref,
-    name_problems,
     read_selection,
     read_types,
     record_fields,

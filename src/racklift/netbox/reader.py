@@ -35,6 +35,7 @@ from racklift.netbox.expected import (
     LinkPeer,
     Problem,
 )
+from racklift.netbox.identity import name_problems
 
 Json = dict[str, Any]
 
@@ -473,34 +474,6 @@ def record_fields(device: Json) -> dict[str, Any]:
 def gpu_templates(item_templates: Iterable[Json]) -> list[Json]:
     return sorted((t for t in item_templates if _slug(t.get("role")) == GPU_ROLE),
                   key=lambda t: natural_key(t["name"]))
-
-
-AMBIGUOUS = "name.ambiguous"  # the field of a name several selected devices share
-
-
-def name_problems(devices: Iterable[Json]) -> dict[int, list[Problem]]:
-    """One identity per host: a device without a name, or whose name (case aside) another
-    device read with it also has, by device id. NetBox keeps names unique per site and tenant
-    only; racklift's inventory, selections, locks and run directories key hosts by name, so a
-    shared name is refused on every device that has it, never resolved by a guess."""
-    by_name: dict[str, list[Json]] = defaultdict(list)
-    found: dict[int, list[Problem]] = defaultdict(list)
-    for device in devices:
-        if not device.get("name"):
-            found[device["id"]].append(Problem(
-                f"device-{device['id']}", "name", "the device has no name: name it in NetBox "
-                "(racklift reaches, selects and reports hosts by name)"))
-        else:
-            by_name[device["name"].casefold()].append(device)
-    for same in by_name.values():
-        for device in same if len(same) > 1 else ():
-            others = ", ".join(f"device {d['id']} at site {_slug(d.get('site')) or '?'}"
-                               for d in same if d is not device)
-            found[device["id"]].append(Problem(
-                device["name"], AMBIGUOUS, f"{device['name']!r} also names {others}: NetBox "
-                "keeps names unique per site and tenant only, racklift needs one host per "
-                "name: rename one, or select one site (--site)"))
-    return found
 
 
 def with_problems[H: (ExpectedHost, InventoryHost)](host: H, device_type: Json,

@@ -8,7 +8,7 @@ import random
 from collections.abc import Callable
 
 from .generate import generate_profile
-from .profile import GPU, WRONG_DRIVER, Profile, _hca, _set_driver, _ts, cabled
+from .profile import GPU, WRONG_DRIVER, HCAPort, Profile, _hca, _set_driver, _ts, cabled
 
 
 def _last_uptime(p: Profile) -> float:
@@ -84,12 +84,16 @@ def _pcie_degraded(p: Profile) -> None:
         g.pcie_link_width_current = 8
 
 
+def _down(h: HCAPort, phys_state: str) -> None:
+    """As real ibstat shows a port that is down: no LID (65535), no SM, base rate."""
+    h.state, h.phys_state, h.rate = "Down", phys_state, 10
+    h.base_lid, h.sm_lid = 65535, 0
+
+
 def _ib_port_down(p: Profile) -> None:
     h = _hca(p, "mlx5_3")
     if h is not None:
-        # As real ibstat shows a disabled IB port: no LID (65535), no SM, base rate.
-        h.state, h.phys_state, h.rate = "Down", "Disabled", 10
-        h.base_lid, h.sm_lid = 65535, 0
+        _down(h, "Disabled")
 
 
 def _ib_rate_wrong(p: Profile) -> None:
@@ -154,8 +158,7 @@ def _link_no_neighbor(p: Profile) -> None:
     h = _hca(p, "mlx5_7")
     if h is not None:
         h.peer_switch, h.peer_port = "", 0
-        h.state, h.phys_state, h.rate = "Down", "Polling", 10
-        h.base_lid, h.sm_lid = 65535, 0
+        _down(h, "Polling")
 
 
 def _mac_swapped(p: Profile) -> None:

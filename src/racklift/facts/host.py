@@ -80,8 +80,8 @@ class HostFacts:
     # nvidia-smi nvlink -e, read twice (reading 0, then 1); (): no NVLink; None: not collected
     nvlink_errors: tuple[NvlinkErrors, ...] | None = None
     lldp: tuple[LldpNeighbor, ...] | None = None  # lldpctl -f json; None: not collected
-    # Each local CA's port 1 link in the fabric map (ibnetdiscover), by CA name: found by the
-    # CA's node GUID, which the host's own ibstat gives. None: no map collected.
+    # Each local CA's link in the fabric map (ibnetdiscover), by CA name: found by the node or
+    # port GUID the host's own ibstat gives (own_links). None: no map collected.
     ib_links: dict[str, IbLink] | None = None
 
     def nic(self, name: str) -> NICFacts | None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import emulated
-from racklift.facts.host import HostFacts, from_bundle, own_links
+from racklift.facts.host import HostFacts, NICFacts, from_bundle, own_links
 from racklift.facts.observed import HCAPortFacts
 from racklift.facts.parsers import parse_ibnetdiscover, parse_lldpctl_json
 from racklift.netbox.expected import ExpectedHost, ExpectedInterface, LinkPeer
@@ -65,22 +65,37 @@ def test_two_rails_swapped_are_named_swapped_each_with_the_other():
     first = next(m for m in found if m.field == "cable.swapped[ens108np0]")
     assert (first.expected, first.observed) == ("leaf02 Ethernet184", "LEAF01 Ethernet184")
     assert "ens110np0" in first.hint
-    # Data rails are not the provisioning port: a warning, the host may still join.
-    assert first.severity == WARNING
+    # A data rail, not the provisioning port: what LLDP heard is evidence, the host is refused.
+    assert first.severity == CRITICAL
 
 
-def test_a_port_on_another_switch_port_is_a_wrong_peer_and_critical_on_provisioning():
+def test_a_port_on_another_switch_port_is_a_wrong_peer_and_critical_on_any_port():
     found = _findings(_host(_eth(ens1np0=("storagesw", "Ethernet0"),
                                  ens841np0=("leaf07", "Ethernet184"))),
                       HostFacts("h", lldp=LLDP))
     assert found == {
         "cable.wrong_peer[ens1np0]": ("storagesw Ethernet0", "StorageSW Ethernet120", CRITICAL),
-        "cable.wrong_peer[ens841np0]": ("leaf07 Ethernet184", "LEAF03 Ethernet184", WARNING)}
+        "cable.wrong_peer[ens841np0]": ("leaf07 Ethernet184", "LEAF03 Ethernet184", CRITICAL)}
 
 
 def test_a_cabled_port_lldpd_heard_nothing_on_has_no_neighbor():
     found = _findings(_host(_eth(eno1=("storagesw", "Ethernet1"))), HostFacts("h", lldp=LLDP))
+    # Its link may be up with a switch that does not speak LLDP: a warning.
     assert found == {"cable.no_neighbor[eno1]": ("storagesw Ethernet1", None, WARNING)}
+
+
+@pytest.mark.parametrize(("state", "severity"), [("DOWN", CRITICAL), ("LOWERLAYERDOWN", CRITICAL),
+                                                 ("UP", WARNING), (None, WARNING)])
+def test_a_silent_port_whose_link_is_down_is_critical(state, severity):
+    """A pulled cable: the NIC (matched by its NetBox MAC, whatever the OS names it) has no
+    link, so the silence is not a switch that does not speak LLDP."""
+    record = _host(_eth(eno1=("storagesw", "Ethernet1")))
+    record = replace(record, interfaces=tuple(
+        replace(i, mac="02:00:00:00:00:01") if i.name == "eno1" else i
+        for i in record.interfaces))
+    nic = NICFacts("enp1s0", "02:00:00:00:00:01", state, 100000)
+    found = _findings(record, HostFacts("h", lldp=LLDP, nics=(nic,)))
+    assert found == {"cable.no_neighbor[eno1]": ("storagesw Ethernet1", None, severity)}
 
 
 def test_lldp_not_collected_fails_a_host_whose_provisioning_port_is_cabled():
@@ -134,6 +149,20 @@ def test_an_ndr_port_trained_at_hdr_is_degraded_handmade_variant():
     found = _findings(_host({"mlx5_5": ("a09-p1-ibleaf-04-04", "p17")}),
                       HostFacts("h", ib_links=links))
     assert found == {"cable.degraded[mlx5_5]": ("4xNDR", "2xHDR", CRITICAL)}
+
+
+def test_an_edr_hca_on_an_hdr_port_is_degraded_and_an_hdr_one_passes():
+    """Selene's storage fabric (real): DGX storage ports at 4xHDR and DDN AI400X HCAs at 4xEDR
+    on the same MQM8700 leaves. Recorded in NetBox as HDR ports, the EDR one is degraded."""
+    fabric = parse_ibnetdiscover(
+        (REAL / "ibnetdiscover_hdr-qm8700-selene_storage-fabric-edr-ai400x.txt").read_text())
+    dgx = replace(DGX_CA, ca="mlx5_4", node_guid="0x0c42a10300280050", rate_gbps=200)
+    ai400x = replace(DGX_CA, ca="mlx5_0", node_guid="0x0c42a10300595394", rate_gbps=100)
+    record = _host({"mlx5_4": ("slg02-05", "p7"), "mlx5_0": ("SLG04-16", "p1")})
+    record = replace(record, interfaces=tuple(replace(i, type="infiniband-hdr")
+                                              for i in record.interfaces))
+    found = _findings(record, HostFacts("h", ib_links=own_links(fabric, [dgx, ai400x])))
+    assert found == {"cable.degraded[mlx5_0]": ("4xHDR", "4xEDR", CRITICAL)}
 
 
 def test_ib_swap_and_no_link_and_not_collected():

@@ -5,8 +5,10 @@ Pure: an ExpectedHost and HostFacts in, Mismatches out. Ethernet ports are read 
 GUIDs of the CA each NetBox port matched (racklift.verify.ports). Findings, each naming the
 port, what NetBox records and what the host sees: `cable.no_neighbor[port]`,
 `cable.wrong_peer[port]`, `cable.swapped[port]` (two ports each see the other's peer) and
-`cable.degraded[port]` (an InfiniBand link not at its type's speed and 4x). InfiniBand rails
-and the provisioning port are critical; other Ethernet ports warn.
+`cable.degraded[port]` (an InfiniBand link not at its type's speed and 4x). A port cabled
+elsewhere is critical on every port: that is evidence. A port that hears no one is critical
+on InfiniBand rails, on the provisioning port and on an Ethernet port whose link is down; an
+Ethernet port whose link is up but hears no LLDP warns, since its switch may not speak it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from racklift.netbox.expected import IB_LINK_TYPES, ExpectedHost, ExpectedInterf
 from racklift.verify.mismatch import CRITICAL, WARNING, Mismatch
 from racklift.verify.ports import match_ib_ports, match_nics
 
+LINK_DOWN = frozenset({"DOWN", "LOWERLAYERDOWN", "NOTPRESENT"})  # operstates of a dead link
 IB_WIDTH = "4x"  # what every HCA port racklift checks should train at
 # What separates a switch's name from the rest of its InfiniBand node description
 # ("MF0;ib-leaf-001-3:MQM9700/U1", "ib-leaf-001-3 MQM9700").
@@ -83,10 +86,16 @@ def cabling(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
                            "install and start lldpd (the base_os role does), then read "
                            "`lldpctl` on the host")
         else:
-            nics = {name: nic.name for name, (nic, _) in match_nics(expected, facts.nics).items()}
-            yield from _judge({i.name: (i, _ethernet_seen(nics.get(i.name, i.name), facts.lldp))
-                               for i in ethernet},
-                              lambda i: CRITICAL if i.name == provisioning else WARNING)
+            nics = {name: nic for name, (nic, _) in match_nics(expected, facts.nics).items()}
+
+            def silent(iface: ExpectedInterface) -> str:
+                nic = nics.get(iface.name)
+                down = nic is not None and (nic.state or "").upper() in LINK_DOWN
+                return CRITICAL if iface.name == provisioning or down else WARNING
+
+            yield from _judge({i.name: (i, _ethernet_seen(nics[i.name].name if i.name in nics
+                                                          else i.name, facts.lldp))
+                               for i in ethernet}, silent)
     if infiniband:
         if facts.ib_links is None:
             yield Mismatch("cable.infiniband", "ibnetdiscover", "not collected", CRITICAL,
@@ -112,13 +121,14 @@ def ib_links_by_port(expected: ExpectedHost, facts: HostFacts) -> dict[str, IbLi
 
 
 def _judge(ports: dict[str, tuple[ExpectedInterface, Seen]],
-           severity: Callable[[ExpectedInterface], str]) -> Iterator[Mismatch]:
+           silent: Callable[[ExpectedInterface], str]) -> Iterator[Mismatch]:
+    """Findings for these ports; `silent` gives a port's severity when it hears no one."""
     for name, (iface, seen) in ports.items():
         peer = iface.peer
         if peer is None:
             continue  # not cabled in NetBox: nothing to compare with
         if seen.shown is None:
-            yield Mismatch(f"cable.no_neighbor[{name}]", str(peer), None, severity(iface),
+            yield Mismatch(f"cable.no_neighbor[{name}]", str(peer), None, silent(iface),
                            f"{name} sees no neighbour: check that the cable is seated at both "
                            f"ends ({peer}) and the switch port is enabled")
         elif not seen.matches(peer):
@@ -126,12 +136,12 @@ def _judge(ports: dict[str, tuple[ExpectedInterface, Seen]],
                           if o != name and o_iface.peer and seen.matches(o_iface.peer)
                           and o_seen.matches(peer)), None)
             if other is not None:
-                yield Mismatch(f"cable.swapped[{name}]", str(peer), seen.shown, severity(iface),
+                yield Mismatch(f"cable.swapped[{name}]", str(peer), seen.shown, CRITICAL,
                                f"the cables of {name} and {other} are swapped: move them so "
                                f"{name} goes to {peer}")
             else:
                 yield Mismatch(f"cable.wrong_peer[{name}]", str(peer), seen.shown,
-                               severity(iface), f"{name} is cabled to another port than NetBox "
+                               CRITICAL, f"{name} is cabled to another port than NetBox "
                                f"records: move its cable to {peer}, or correct the NetBox cable")
 
 

@@ -1,5 +1,5 @@
 """ibnetdiscover's fabric map on real captures (tests/fixtures/real/SOURCES.md): an NDR
-Quantum-2 DGX fabric, a mixed EDR/FDR/QDR/SDR lab fabric with loopback cables and a warning
+Quantum-2 DGX fabric, an HDR storage fabric with EDR storage HCAs, a mixed EDR/FDR/QDR/SDR lab fabric with loopback cables and a warning
 before the header, a QDR switch, a GB200 HCA that found no links; and hostile input."""
 
 from collections import Counter
@@ -29,6 +29,18 @@ def test_an_ndr_dgx_fabric():
     # Every cable is listed from both ends, and the two ends agree.
     ends = {(link.node_guid, link.port): (link.peer_guid, link.peer_port) for link in links}
     assert all(ends[peer] == end for end, peer in ends.items())
+
+
+def test_an_hdr_storage_fabric_with_edr_hcas_on_hdr_leaves():
+    links = _links("ibnetdiscover_hdr-qm8700-selene_storage-fabric-edr-ai400x.txt")
+    assert Counter((link.width, link.speed) for link in links) == {
+        ("4x", "HDR"): 5932, ("4x", "EDR"): 640}
+    # Every EDR link is a DDN AI400X HCA's, seen from either end.
+    assert all("ai400x" in f"{link.node_desc} {link.peer_desc}" for link in links
+               if link.speed == "EDR")
+    (edr,) = [link for link in links if link.node_desc == "ai400x-157 HCA-1"]
+    assert (edr.node_guid, edr.peer_desc, edr.peer_port) == (
+        "0x0c42a10300595394", "MF0;SLG04-16:MQM8700/U1", 1)
 
 
 def test_mixed_speeds_loopback_cables_and_a_warning_before_the_header():

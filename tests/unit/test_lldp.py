@@ -1,6 +1,7 @@
 """lldpctl's JSON: json0 from real captures (Cumulus, SONiC, H3C, Palo Alto and Ubuntu lldpd
-neighbours, tests/fixtures/real/SOURCES.md), the collapsed json form of the same documents, and
-hostile input."""
+neighbours, tests/fixtures/real/SOURCES.md), the collapsed json form of the same documents, the
+json form from old SONiC with a Juniper neighbour and from the lab's own lldpd, and hostile
+input."""
 
 import json
 from pathlib import Path
@@ -75,6 +76,24 @@ def test_one_interface_is_an_object_in_the_json_form():
     assert isinstance(one["lldp"]["interface"], dict)
     (neighbor,) = parse_lldpctl_json(json.dumps(one))
     assert neighbor == parse_lldpctl_json(JSON0[0].read_text())[0]
+
+
+def test_an_old_lldpd_json_form_with_a_juniper_neighbour():
+    """SONiC's management port (lldpd < 0.9.7: ttl under the chassis) on a Junos switch that
+    sends its SNMP ifIndex as the port id and the logical unit as the description."""
+    (juniper,) = _neighbors(
+        "lldpctl-json_sonic-2016-mgmt-eth0_juniper-ex-neighbor-anonymized-reserialized.json")
+    assert (juniper.interface, juniper.chassis_name, juniper.port_id_type, juniper.port_id,
+            juniper.port_descr, juniper.mgmt_ips) == (
+        "eth0", "switchad11", "local", "535", "ge-0/0/15.0", ())
+
+
+def test_the_lab_leaf_as_a_lab_host_hears_it():
+    lab = Path(__file__).resolve().parent.parent / "fixtures" / "lab"
+    (leaf,) = parse_lldpctl_json(
+        (lab / "lldpctl-json_lab-u01-01-eno2_leaf-u01-swp2.json").read_text())
+    assert (leaf.interface, leaf.chassis_name, leaf.port_id_type, leaf.port_id) == (
+        "eno2", "leaf-u01", "ifname", "swp2")
 
 
 def test_no_neighbours_is_an_empty_answer():

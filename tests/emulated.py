@@ -4,6 +4,7 @@ tools would produce, for testing the gate without containers."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from racklift.facts.bundle import Bundle, Output
 from racklift.lab import hardware, hosts, hwemu, seed
@@ -16,6 +17,9 @@ from racklift.netbox.expected import (
 )
 
 PLAN = hosts.plan(1, "U01").hosts[0]
+# What the lab host's real lldpd hears from its real lab leaf on the port PLAN cables.
+LLDP = (Path(__file__).parent / "fixtures" / "lab"
+        / "lldpctl-json_lab-u01-01-eno2_leaf-u01-swp2.json").read_text()
 # lscpu -J of util-linux 2.39+ (fields nested under the vendor), for a 2-socket Sapphire Rapids
 LSCPU = json.dumps({"lscpu": [
     {"field": "Architecture:", "data": "x86_64"},
@@ -86,6 +90,7 @@ def bundle(profile: hwemu.Profile) -> Bundle:
         "ibstat.txt": Output(hwemu.ibstat(profile)),
         "ibv_devinfo.txt": Output(hwemu.ibv_devinfo(profile)),
         "ibnetdiscover.txt": Output(hwemu.ibnetdiscover(profile)),
+        "lldpctl.json": Output(LLDP),
         "dmidecode.txt": Output(hwemu.dmidecode(profile, "0,1")),
         "dmesg.txt": Output(hwemu.dmesg(profile)),
         "lspci.txt": Output("", rc=127, stderr="sh: 1: lspci: not found"),

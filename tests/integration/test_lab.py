@@ -17,6 +17,7 @@ from racklift.facts.host import own_links
 from racklift.facts.parsers import (
     parse_ibnetdiscover,
     parse_ibstat,
+    parse_lldpctl_json,
     parse_nvidia_smi_nvlink,
     parse_nvidia_smi_nvlink_errors,
     parse_nvidia_smi_topo,
@@ -24,7 +25,7 @@ from racklift.facts.parsers import (
 from racklift.lab import hardware, hosts, seed
 from racklift.lab import rack as lab_rack
 from racklift.netbox.reader import Selection, read_hosts
-from racklift.verify.cabling import ib_is
+from racklift.verify.cabling import ib_is, lldp_is
 
 pytestmark = pytest.mark.containers
 
@@ -155,6 +156,7 @@ def test_every_fault_shows_in_the_real_formats_and_heals(instance, settings, net
     assert links["mlx5_2"].peer_desc.split(";")[1].startswith(peers["mlx5_3"].device + ":")
     assert (links["mlx5_4"].width, links["mlx5_4"].speed) == ("4x", "HDR")  # ib-link-degraded
     assert "mlx5_7" not in links  # link-no-neighbor
+    assert heard_on_eno2(victim) == []  # eth-link-no-neighbor (after eth-cable-wrong-port)
     assert ib_is(links["mlx5_5"], peers["mlx5_5"])
 
     # The other hosts are untouched.
@@ -171,6 +173,47 @@ def test_every_fault_shows_in_the_real_formats_and_heals(instance, settings, net
     links = own_links(parse_ibnetdiscover(out(victim, "ibnetdiscover")),
                       list(parse_ibstat(out(victim, "ibstat"))))
     assert links is not None and all(ib_is(links[ca], peer) for ca, peer in peers.items())
+    (eno2,) = [i.peer for i in record.interfaces if i.name == seed.INBAND]
+    assert [lldp_is(n, eno2) for n in heard_on_eno2(victim)] == [True]
+
+
+def heard_on_eno2(host: seed.HostPlan) -> list:
+    """What the host's real lldpd hears on its in-band port."""
+    return [n for n in parse_lldpctl_json(out(host, "lldpctl -f json"))
+            if n.interface == seed.INBAND]
+
+
+def test_in_band_ports_hear_their_leaf_over_real_lldp_and_faults_move_the_cable(
+        settings, netbox, lab):
+    """The rack's leaf is a container running lldpd under the NetBox switch's name; each host's
+    lldpd hears it on eno2, on the port NetBox's cable ends at. The Ethernet faults move the
+    real cable, and heal puts it back."""
+    records = {h.name: h for h in read_hosts(
+        netbox, Selection(names=tuple(h.name for h in lab.hosts)))}
+    peers = {name: next(i.peer for i in r.interfaces if i.name == seed.INBAND)
+             for name, r in records.items()}
+    assert {str(p) for p in peers.values()} == {
+        "leaf-t01 swp2", "leaf-t01 swp4", "leaf-t01 swp6", "leaf-t01 swp8"}
+    for host in lab.hosts:
+        assert [lldp_is(n, peers[host.name]) for n in heard_on_eno2(host)] == [True]
+
+    victim = lab.hosts[1]
+    macs = {victim.name: {i.name: i.mac for i in records[victim.name].interfaces if i.mac}}
+    try:
+        hardware.inject({victim.name: ["eth-cable-wrong-port"]}, macs, settings, TEST_NET)
+        (wrong,) = heard_on_eno2(victim)
+        assert (wrong.chassis_name, wrong.port_id) == ("leaf-t01", "swp3")  # eno1's, by plan
+        hardware.inject({victim.name: ["eth-link-no-neighbor"]}, macs, settings, TEST_NET)
+        assert heard_on_eno2(victim) == []
+        link = json.loads(out(victim, "ip -j link show eno2"))[0]
+        assert link["operstate"] == "DOWN" and "NO-CARRIER" in link["flags"]
+        assert link["address"].upper() == macs[victim.name]["eno2"]  # the same NIC, unplugged
+        for host in lab.hosts:  # the other hosts' cables are untouched
+            if host != victim:
+                assert [lldp_is(n, peers[host.name]) for n in heard_on_eno2(host)] == [True]
+    finally:
+        hardware.heal([victim.name], macs, settings, TEST_NET)
+    assert [lldp_is(n, peers[victim.name]) for n in heard_on_eno2(victim)] == [True]
 
 
 def test_up_again_converges(netbox, lab):
@@ -188,7 +231,7 @@ def test_down_removes_the_lab_and_nothing_else(netbox, lab):
         "role": {"slug": "gpu-server"}, "site": {"slug": "lab1"}, "status": "active"}])[0]
     others_containers = set(hosts.containers(hosts.LAB))
     result = lab_rack.down(netbox, TEST_NET)
-    assert (result.containers, result.devices) == (4, 4)
+    assert (result.containers, result.devices) == (5, 4)  # 4 hosts and their leaf
     assert hosts.containers(TEST_NET) == {}
     assert not podman.succeeds("network", "exists", TEST_NET.name)
     assert read_hosts(netbox, Selection(racks=(RACK,))) == []  # its leaf switches too

@@ -89,7 +89,10 @@ ROUNDS = [  # three hosts get a fault each round; the fourth stays healthy as th
     # names the lost one. gpu-missing is test_gate's and test_lab's.
     # A host may take two faults ("+"): a down NVLink shows in nvlink -s and in its GPU's pairs;
     # each cabling fault shows on its port in the fabric map (NetBox holds the cable plan).
-    {0: ("gpu-lost", {"gpus.count", "gpus.lost[0000:ab:00.0]"}),
+    # The in-band port's faults move its real cable at the rack's leaf (real lldpd at both
+    # ends): a wrong port is evidence, a pulled cable leaves the link down; both critical.
+    {0: ("gpu-lost+eth-cable-wrong-port", {"gpus.count", "gpus.lost[0000:ab:00.0]",
+                                           "cable.wrong_peer[eno2]"}),
      1: ("ib-port-down+nvlink-errors-rising", {"ib.links", "nvlink[2].errors"}),
      2: ("xid-79+cable-swapped", {"kernel.gpu_errors", "cable.swapped[mlx5_0]",
                                   "cable.swapped[mlx5_1]"})},
@@ -97,7 +100,8 @@ ROUNDS = [  # three hosts get a fault each round; the fourth stays healthy as th
      1: ("ib-rate-wrong+numa-misplaced", {"interfaces.mlx5_5.rate", "topology.GPU6.nic"}),
      2: ("wrong-system-serial+cable-wrong-leaf", {"system.serial", "cable.wrong_peer[mlx5_2]"})},
     # Uncorrectable ECC errors on H100 also leave a row remap pending: both must be reported.
-    {0: ("ecc-uncorrected", {"gpu.ecc", "gpu.memory_remapping"}),
+    {0: ("ecc-uncorrected+eth-link-no-neighbor", {"gpu.ecc", "gpu.memory_remapping",
+                                                   "cable.no_neighbor[eno2]"}),
      1: ("mac-swapped+link-no-neighbor", {"interfaces.eno1.mac", "cable.no_neighbor[mlx5_7]",
                                           "ib.links"}),
      2: ("driver-version-wrong+ib-link-degraded", {"software.nvidia_driver",

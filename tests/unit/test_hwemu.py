@@ -691,6 +691,9 @@ FAULT_CHECKS: dict[str, Callable[[hwemu.Profile, hwemu.Profile], bool]] = {
     "ib-link-degraded": lambda p, _h: (_fabric(p)["mlx5_4"].speed == "HDR"
                                          and _check_ib_rate(p, "mlx5_4")),
     "link-no-neighbor": lambda p, _h: "mlx5_7" not in _fabric(p),
+    # The in-band cable is real (racklift.lab.leaf moves it; test_lab sees it in lldpd): the
+    # profile only records the fault, so that heal puts the cable back.
+    **{kind: lambda p, _h, kind=kind: kind in p.faults for kind in hwemu.ETHERNET_FAULTS},
 }
 
 

@@ -1,6 +1,7 @@
 """Emulated hardware of the lab hosts (lab only): each host's profile is kept on the controller
 and pushed to the host by the `lab_hardware` role; faults are injected into the profile (or,
-for a swapped MAC, into the container's NIC) and healed by regenerating it."""
+for a swapped MAC, into the container's NIC, and for the in-band cable, at its leaf switch)
+and healed by regenerating it."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 from racklift import podman
 from racklift.ansible import run_playbook
 from racklift.errors import LabError
-from racklift.lab import hwemu, seed
+from racklift.lab import hwemu, leaf, seed
 from racklift.lab.hosts import LAB, LabNet, observed_identity, profiles_dir
 from racklift.netbox.client import NetBoxSettings
 
@@ -71,11 +72,27 @@ def _set_mac(name: str, mac: str, net: LabNet) -> None:
     subprocess.run(["ip", "neigh", "flush", "to", address], check=False, capture_output=True)
 
 
+def _recable(name: str, mac: str, faults: Iterable[str],
+             net: LabNet) -> tuple[str, str, str | None, str | None]:
+    """The host's in-band cable as its faults leave it (none: as planned); returns what its
+    lldpd should then hear on it (host, NIC, switch, port; switch None: nothing)."""
+    switch, port = leaf.planned(name)
+    faults = set(faults)
+    if "eth-link-no-neighbor" in faults:
+        leaf.plug(name, seed.INBAND, mac, net.name, switch, port, link=False)
+        return name, seed.INBAND, None, None
+    if "eth-cable-wrong-port" in faults:
+        number = int(port.removeprefix("swp"))
+        port = f"swp{number - 1 if number > 1 else number + 1}"
+    leaf.plug(name, seed.INBAND, mac, net.name, switch, port)
+    return name, seed.INBAND, switch, port
+
+
 def inject(faults: Mapping[str, Iterable[str]], macs: Mapping[str, Mapping[str, str]],
            settings: NetBoxSettings, net: LabNet = LAB) -> dict[str, hwemu.Profile]:
     """Inject faults into lab hosts ({host: kinds}), in one Ansible run. `macs` are each
     host's MACs by interface, as NetBox has them."""
-    profiles = {}
+    profiles, recabled = {}, []
     for name, kinds in faults.items():
         profile = load(name, net)
         for kind in kinds:
@@ -83,19 +100,25 @@ def inject(faults: Mapping[str, Iterable[str]], macs: Mapping[str, Mapping[str, 
             if kind == "mac-swapped":
                 # As if the provisioning and in-band cables were swapped.
                 _set_mac(name, macs[name][seed.INBAND], net)
+        if set(kinds) & set(hwemu.ETHERNET_FAULTS):
+            recabled.append(_recable(name, macs[name][seed.INBAND], profile.faults, net))
         save(profile, net)
         profiles[name] = profile
     push(profiles, settings, net)
+    leaf.wait_heard(recabled)
     return profiles
 
 
 def heal(names: Iterable[str], macs: Mapping[str, Mapping[str, str]],
          settings: NetBoxSettings, net: LabNet = LAB) -> None:
     """Remove every injected fault from these lab hosts, in one Ansible run."""
-    names = list(names)
+    names, recabled = list(names), []
     for name in names:
         profile = load(name, net)
         if profile.mac_swapped:
             _set_mac(name, macs[name][seed.PROVISIONING], net)
+        if set(profile.faults) & set(hwemu.ETHERNET_FAULTS):
+            recabled.append(_recable(name, macs[name][seed.INBAND], (), net))
         save(hwemu.heal(profile), net)
     push(names, settings, net)
+    leaf.wait_heard(recabled)

@@ -1,8 +1,9 @@
 """The lab rack: podman containers running systemd and sshd, reached over SSH as real servers
 are, each registered in the lab NetBox with the MAC and IP it really has.
 
-Lab only. Every container carries the label `racklift.lab`; `down()` removes exactly those,
-the lab network, and the NetBox devices of those hosts.
+Lab only. Every container carries the label `racklift.lab`; `down()` removes exactly those
+(the hosts and their leaf switches, racklift.lab.leaf), the lab network, and the NetBox devices
+of those hosts and switches.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from racklift import podman
 from racklift.errors import LabError
-from racklift.lab import images, seed, standin_repo, tags
+from racklift.lab import images, leaf, seed, standin_repo, tags
 from racklift.netbox.client import NetBox
 from racklift.paths import state_dir
 
@@ -97,15 +99,25 @@ def plan(count: int, rack: str = "L01", site: str = "lab1", net: LabNet = LAB) -
                   seed.INBAND: seed.mac_for(index, 2)},
             primary_ip=f"{net.subnet.network_address + FIRST_HOST + slot}/{net.subnet.prefixlen}",
             oob_ip=f"{net.oob.network_address + FIRST_HOST + slot}/{net.oob.prefixlen}",
-            # InfiniBand cables to the rack's own rail leaves (the fabric is emulated from
-            # them). Ethernet cables are not planned: LLDP is not spoken in the lab yet.
-            links=seed.ib_links(f"{rack.lower()}-{slot // seed.RAIL_GROUP + 1}",
-                                slot % seed.RAIL_GROUP),
+            # The in-band port to the rack's Ethernet leaf (a container speaking LLDP,
+            # racklift.lab.leaf); InfiniBand cables to the rack's own rail leaves (the fabric
+            # is emulated from them). The provisioning port is podman's, on no leaf.
+            links={**inband_link(rack, slot),
+                   **seed.ib_links(f"{rack.lower()}-{slot // seed.RAIL_GROUP + 1}",
+                                   slot % seed.RAIL_GROUP)},
         ))
     return seed.SeedPlan(site=site, racks=(rack,), hosts=tuple(hosts), status="staged",
                          tags=(tags.LAB, tags.LAB_HOST), context_name="racklift-lab-hosts",
                          software=LAB_SOFTWARE, context_tags=(tags.LAB_HOST,),
                          context_weight=2000)
+
+
+def inband_link(rack: str, slot: int) -> dict[str, tuple[str, str]]:
+    """The in-band port of the host in `slot` (0-based) to its port on the rack's Ethernet
+    leaf, as the seed plans it; a leaf takes 32 hosts, the next 32 go to `leaf-l01-2`."""
+    group, member = divmod(slot, seed.RAIL_GROUP)
+    switch, port = seed.ethernet_links(rack, member)[seed.INBAND]
+    return {seed.INBAND: (switch if group == 0 else f"{switch}-{group + 1}", port)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -156,6 +168,7 @@ def _run_container(image: str, host: seed.HostPlan, key: Path, net: LabNet,
         "run", "-d", "--name", host.name, "--hostname", host.name,
         "--systemd=always", "--label", f"{LABEL}={net.name}",
         "--label", f"racklift.rack={host.rack}",
+        "--label", f"{leaf.PLAN_LABEL}={leaf.plan_label(*host.links[seed.INBAND])}",
         "--network", f"{net.name}:ip={ip},mac={mac},interface_name={seed.PROVISIONING}",
         # NET_ADMIN: fault injection changes the NIC's MAC, as a swapped cable would.
         "--cap-add", "NET_ADMIN",
@@ -186,15 +199,17 @@ def wait_for_ssh(address: str, deadline: float) -> None:
                    "`podman logs` for its container")
 
 
-def _add_inband_nic(host: seed.HostPlan) -> None:
-    """The in-band port (eno2) with its NetBox MAC: a container has one real NIC, a GPU server
-    has both. A veth pair inside the container (this kernel has veth built in, not dummy)."""
-    nic, peer, mac = seed.INBAND, f"{seed.INBAND}-peer", host.macs[seed.INBAND].lower()
-    podman.podman("exec", host.name, "sh", "-c",
-                  f"ip link show {nic} >/dev/null 2>&1 || "
-                  f"ip link add {nic} type veth peer name {peer}; "
-                  f"ip link set {nic} address {mac} && ip link set {peer} up && "
-                  f"ip link set {nic} up")
+def _cable_inband(hosts: Iterable[seed.HostPlan], image: str, net: LabNet) -> None:
+    """Each host's in-band port (eno2) with its NetBox MAC, cabled to its leaf's planned port:
+    a container has one real NIC, a GPU server has both. Hosts already cabled are left as
+    they are; then every host's lldpd (where it runs) has heard its leaf."""
+    hosts = list(hosts)
+    leaf.ensure(sorted({h.links[seed.INBAND][0] for h in hosts}), image, net.name, LABEL)
+    for host in hosts:
+        switch, port = host.links[seed.INBAND]
+        if not leaf.is_plugged(host.name, seed.INBAND, net.name, switch, port):
+            leaf.plug(host.name, seed.INBAND, host.macs[seed.INBAND], net.name, switch, port)
+    leaf.wait_heard((h.name, seed.INBAND, *h.links[seed.INBAND]) for h in hosts)
 
 
 @dataclass(frozen=True)
@@ -230,8 +245,7 @@ def up(netbox: NetBox, count: int, rack: str = "L01", site: str = "lab1",
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda h: wait_for_ssh(h.primary_ip.split("/")[0], deadline),
                       wanted.hosts))
-    for host in wanted.hosts:
-        _add_inband_nic(host)
+    _cable_inband(wanted.hosts, image, net)
     # Register what the containers really have; it equals the plan unless podman disagreed.
     hosts = []
     for host in wanted.hosts:
@@ -249,6 +263,7 @@ class DownResult:
 
 
 def down(netbox: NetBox | None, net: LabNet = LAB) -> DownResult:
+    ethernet_leaves = leaf.leaves(net.name, LABEL)
     names = sorted(containers(net))
     for name in names:
         podman.podman("rm", "-f", "-t", "2", name)
@@ -268,7 +283,8 @@ def down(netbox: NetBox | None, net: LabNet = LAB) -> DownResult:
         # Then the leaf switches their cables went to (the profiles hold the plan), with
         # their ports and cables: the lab's as well, as its tag and role say.
         switches = sorted({str(end[0]) for p in profiles_dir(net).glob("*.json")
-                           for end in json.loads(p.read_text()).get("cables", {}).values()})
+                           for end in json.loads(p.read_text()).get("cables", {}).values()}
+                          | set(ethernet_leaves))
         if switches and lab_tagged:
             netbox.delete("dcim/devices", [d["id"] for d in netbox.get_all(
                 "dcim/devices", {"tag": tags.LAB, "role": seed.SWITCH_ROLE, "name": switches},

@@ -27,7 +27,7 @@ Output formats follow real captures (see ``tests/fixtures/real/SOURCES.md``):
 from .cli import TOOLS, main
 from .dmi import dmidecode, dmidecode_string
 from .fabric import ibnetdiscover
-from .faults import FAULTS, heal, inject
+from .faults import ETHERNET_FAULTS, FAULTS, heal, inject
 from .generate import generate_profile
 from .infiniband import ibstat, ibv_devinfo
 from .kernel import dmesg, sysfs_tree, write_sysfs
@@ -57,7 +57,8 @@ from .query_gpu import InvalidQueryField, nvidia_smi_query
 from .topology import nvidia_smi_nvlink, nvidia_smi_nvlink_errors, nvidia_smi_topo
 
 __all__ = [
-    "DEFAULT_DRIVER", "FAULTS", "GPU", "HGX_H100_BUSES", "NVIDIA_SMI_NO_DRIVER", "PROFILE_ENV",
+    "DEFAULT_DRIVER", "ETHERNET_FAULTS", "FAULTS", "GPU", "HGX_H100_BUSES",
+    "NVIDIA_SMI_NO_DRIVER", "PROFILE_ENV",
     "TOOLS", "HCAPort", "InvalidQueryField", "Profile", "System", "cabled", "dmesg", "dmidecode",
     "dmidecode_string", "generate_profile", "heal", "ibnetdiscover", "ibstat", "ibv_devinfo",
     "inject", "installed_driver", "load_profile", "main", "nvidia_smi_list", "nvidia_smi_nvlink",

@@ -165,6 +165,15 @@ def _mac_swapped(p: Profile) -> None:
     p.mac_swapped = True
 
 
+def _at_the_leaf(p: Profile) -> None:
+    """Nothing in the profile: the in-band cable is real, racklift.lab.leaf moves it (lab only).
+    eth-cable-wrong-port: eno2 in its leaf's port before its own (eno1's in the plan);
+    eth-link-no-neighbor: eno2's cable pulled at the leaf, the link down."""
+
+
+ETHERNET_FAULTS = ("eth-cable-wrong-port", "eth-link-no-neighbor")
+
+
 def _wrong_system_serial(p: Profile) -> None:
     rng = random.Random(f"sys-serial:{p.system.serial}")
     new = p.system.serial
@@ -213,6 +222,7 @@ FAULTS: dict[str, Callable[[Profile], Profile]] = {
         ("cable-wrong-leaf", _cable_wrong_leaf),
         ("ib-link-degraded", _ib_link_degraded),
         ("link-no-neighbor", _link_no_neighbor),
+        *((kind, _at_the_leaf) for kind in ETHERNET_FAULTS),
         ("wrong-system-serial", _wrong_system_serial),
         ("driver-version-wrong", _driver_version_wrong),
     )

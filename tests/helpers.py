@@ -35,16 +35,30 @@ def load_script(path: Path, name: str) -> ModuleType:
     return module
 
 
+# In a host's own context data (which wins over the lab's context): no acceptance tests, for
+# tests about verify and the pipeline around it, not about acceptance.
+NO_ACCEPTANCE = {"acceptance": {"dcgm_level": None, "nccl_busbw": None, "rdma_gbps": None}}
+
+
+def without_acceptance(netbox, names) -> None:
+    netbox.update("dcim/devices", [
+        {"id": d["id"], "local_context_data": {"racklift": NO_ACCEPTANCE}}
+        for d in netbox.get_all("dcim/devices", {"name": list(names)}, fields=("id",))])
+
+
 @contextmanager
-def planned_lab(netbox, count: int, rack: str, runs: Path):
+def planned_lab(netbox, count: int, rack: str, runs: Path, acceptance: bool = False):
     """`count` lab hosts in `rack` on the tests' network, `planned` in NetBox as a new rack
-    arrives, runs written under `runs`; removed afterwards."""
+    arrives, runs written under `runs`; removed afterwards. Without `acceptance`, their
+    context asks for no acceptance tests."""
     from racklift.lab import rack as lab_rack
 
     os.environ["RACKLIFT_RUNS"] = str(runs)
     lab_rack.down(netbox, TEST_NET)  # leftovers of an interrupted run
     result = lab_rack.up(netbox, count, rack, net=TEST_NET)
     lab_rack.replan(netbox, [h.name for h in result.hosts])
+    if not acceptance:
+        without_acceptance(netbox, [h.name for h in result.hosts])
     try:
         yield result
     finally:

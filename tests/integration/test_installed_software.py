@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import planned_lab
+from helpers import NO_ACCEPTANCE, planned_lab
 from racklift import podman
 from racklift.netbox.expected import CONTEXT_KEY
 from racklift.netbox.reader import Selection
@@ -40,7 +40,7 @@ def ask_for(netbox, name: str, version: str) -> None:
     """A device-local config context: NetBox asks this one host for another driver version."""
     device = netbox.get_all("dcim/devices", {"name": name}, fields=("id",))[0]
     netbox.update("dcim/devices", [{"id": device["id"], "local_context_data": {
-        CONTEXT_KEY: {"nvidia_driver": {"version": version}}}}])
+        CONTEXT_KEY: {"nvidia_driver": {"version": version}, **NO_ACCEPTANCE}}}])
 
 
 def test_wrong_driver_and_stopped_fabric_manager_fail_their_host(netbox, lab):

@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from helpers import BIN, REPO
+from helpers import BIN, REPO, without_acceptance
 from helpers import TEST_NET as NET
 from racklift import podman
 from racklift.ansible import run_playbook
@@ -33,6 +33,7 @@ def lab(netbox, settings, tmp_path_factory):
     os.environ["RACKLIFT_RUNS"] = str(tmp_path_factory.mktemp("runs"))
     lab_rack.down(netbox, NET)
     result = lab_rack.up(netbox, 4, RACK, net=NET)
+    without_acceptance(netbox, [h.name for h in result.hosts])  # verify alone admits them
     # The lab's hosts stand in for hosts provision has configured: the driver role (the stand-in
     # driver and fabric manager, which the emulated nvidia-smi and the NVSwitch type need),
     # then the stage that lets the gate admit them.

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import emulated
+from helpers import without_acceptance
 from racklift.facts.bundle import Bundle, Output
 from racklift.lab import hosts, seed
 from racklift.netbox.reader import Selection, read_hosts
@@ -32,6 +33,7 @@ def host(netbox, tmp_path_factory) -> int:
     """The emulated lab host's NetBox record (no container); its device id."""
     os.environ["RACKLIFT_RUNS"] = str(tmp_path_factory.mktemp("runs"))
     seed.apply(netbox, hosts.plan(1, emulated.PLAN.rack))
+    without_acceptance(netbox, [NAME])  # but for the test that asks for it
     yield netbox.get_all("dcim/devices", {"name": NAME}, fields=("id",))[0]["id"]
     os.environ.pop("RACKLIFT_RUNS")
 
@@ -122,6 +124,27 @@ def test_the_same_host_configured_and_unlocked_is_promoted(netbox, host, collect
     assert verify_entries(netbox, host)[len(before):] == [
         "racklift verify: passed: the host matches NetBox and is healthy."]
     assert datetime.now(UTC) - admitted(netbox, host) < timedelta(minutes=5)
+
+
+def test_where_acceptance_follows_a_passing_host_stays_staged_as_verified(netbox, host,
+                                                                           collected):
+    """The lab's context asks for acceptance tests: verify passes the host but does not admit
+    it; a re-run writes nothing; failing afterwards sends a retry back to verify."""
+    netbox.update("dcim/devices", [{"id": host, "local_context_data": None}])
+    try:
+        pipeline_state(netbox, host, "staged", "configured")
+        run = verify(netbox, SELECT)
+        assert run.verdicts[0].passed and not run.verdicts[0].admit
+        assert run.verdicts[0].changes == ("journal entry",)
+        device = netbox.get_all("dcim/devices", {"id": host})[0]
+        assert (device["status"]["value"], device["custom_fields"][STAGE_FIELD]) == (
+            "staged", "verified")
+        assert verify_entries(netbox, host)[-1] == (
+            "racklift verify: passed: the host matches NetBox and is healthy; acceptance tests "
+            "next.")
+        assert verify(netbox, SELECT).verdicts[0].changes == ()
+    finally:
+        without_acceptance(netbox, [NAME])
 
 
 def test_the_pipeline_run_holding_the_lock_promotes_its_host(netbox, host, collected,

@@ -77,18 +77,32 @@ def test_what_is_no_run_is_refused(parse, text):
 def test_the_figures_against_the_device_types_thresholds():
     from racklift.facts.parsers import parse_dcgmi_diag
     from racklift.netbox.desired import Acceptance
-    from racklift.verify.acceptance import judge_acceptance
+    from racklift.verify.acceptance import best_gbps, judge_acceptance
+    from racklift.verify.pairing import Pair, PortVerdict, RailPort, judge_pairs
 
     h100 = _nccl("8x-h100-80gb-hbm3_single-node")
-    ib = _perftest("connectx6-ib-100g_a-sweep_report-gbits_client")
+    ib = best_gbps(_perftest("connectx6-ib-100g_a-sweep_report-gbits_client"))
+    assert ib == 98.38
+
+    def rdma(threshold: float) -> dict[str, PortVerdict]:
+        """This host's mlx5_0 measured at the real run's figure with a partner that is fast
+        with a third host; its mlx5_1 alone on its rail."""
+        me, partner, third = (RailPort(h, "mlx5_0", "leaf-1") for h in ("me", "p", "q"))
+        results = {Pair(me, partner): ib, Pair(partner, third): threshold + 10}
+        alone = RailPort("me", "mlx5_1", "leaf-2")
+        verdicts = judge_pairs(results, threshold, [me, partner, third, alone])
+        return {v.port.port: v for v in verdicts if v.port.host == "me"}
+
     assert judge_acceptance(Acceptance(nccl_busbw=400, rdma_gbps=95), nccl=h100,
-                            rdma={"mlx5_0": ib}) == []
+                            rdma={"mlx5_0": rdma(95)["mlx5_0"]}) == []
     slow = judge_acceptance(Acceptance(nccl_busbw=450, rdma_gbps=190), nccl=h100,
-                            rdma={"mlx5_0": ib, "mlx5_1": None})
+                            rdma=rdma(190))
     assert [(m.field, m.expected, m.observed) for m in slow] == [
         ("accept.nccl.busbw", ">= 450 GB/s", "439.369 GB/s"),
-        ("accept.rdma[mlx5_0]", ">= 190 Gb/s", "98.38 Gb/s"),
-        ("accept.rdma[mlx5_1]", ">= 190 Gb/s", "not run")]
+        ("accept.rdma[mlx5_0]", ">= 190 Gb/s", "98.38 Gb/s (slow: 98.38 Gb/s with p mlx5_0; "
+                                                "its partners are fast with others)"),
+        ("accept.rdma[mlx5_1]", ">= 190 Gb/s", "unproven: no other host on rail leaf-2 to "
+                                                "test with")]
     wrong = judge_acceptance(Acceptance(nccl_busbw=1), nccl=_nccl(
         "2x-gh200-2-nodes_wrong-96-32_oob-4-FAILED"))
     assert [m.field for m in wrong] == ["accept.nccl.wrong"]

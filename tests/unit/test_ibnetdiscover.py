@@ -1,6 +1,7 @@
 """ibnetdiscover's fabric map on real captures (tests/fixtures/real/SOURCES.md): an NDR
-Quantum-2 DGX fabric, an HDR storage fabric with EDR storage HCAs, a mixed EDR/FDR/QDR/SDR lab fabric with loopback cables and a warning
-before the header, a QDR switch, a GB200 HCA that found no links; and hostile input."""
+Quantum-2 DGX fabric, an HDR storage fabric with EDR storage HCAs, a mixed EDR/FDR/QDR/SDR lab
+fabric with loopback cables and a warning before the header, a QDR switch, a GB200 HCA that
+found no links; and hostile input."""
 
 from collections import Counter
 from pathlib import Path

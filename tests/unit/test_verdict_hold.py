@@ -1,11 +1,20 @@
 """Which verdicts the gate may write to NetBox (pure): only hosts the pipeline has handed over
 (configured, not locked by another run) and whose status did not move while verify ran."""
 
+from dataclasses import replace
+
 import pytest
 
 from racklift.pipeline.lock import Ticket
 from racklift.verify.check import CheckResult
-from racklift.verify.verdict import HostVerdict, InNetBox, hold, recorded
+from racklift.verify.verdict import (
+    HostVerdict,
+    InNetBox,
+    hold,
+    journal_text,
+    recorded,
+    target_status,
+)
 
 OK = (CheckResult("gpu.ecc", "OK", "enabled"),)
 BAD = (CheckResult("gpu.ecc", "CRITICAL", "uncorrected errors"),)
@@ -75,3 +84,20 @@ def test_active_hosts_with_mark_failed_need_no_stage_but_respect_locks():
 
 def test_hosts_that_are_only_reported_are_never_held():
     assert hold(verdict("planned"), now("offline", None, BOB)) is None
+
+
+def test_a_verified_host_awaiting_acceptance_is_gated_again():
+    assert hold(verdict(), now(stage="verified")) is None
+    assert hold(verdict("failed", BAD), now("failed", "verified")) is None
+
+
+@pytest.mark.parametrize(("status", "checks", "admit", "target"), [
+    ("staged", OK, True, "active"), ("staged", OK, False, "staged"),
+    ("failed", OK, False, "staged"),  # passed again: back in the pipeline, not in the pool
+    ("staged", BAD, False, "failed"), ("staged", BAD, True, "failed"),
+])
+def test_passing_admits_only_where_no_acceptance_follows(status, checks, admit, target):
+    v = replace(verdict(status, checks), admit=admit)
+    assert target_status(v) == target
+    if v.passed:
+        assert journal_text(v).endswith("healthy." if admit else "acceptance tests next.")

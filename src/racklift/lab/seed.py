@@ -273,10 +273,15 @@ def apply(netbox: NetBox, seed: SeedPlan,
     for net, desc in ((PROVISIONING_NET, "GPU server provisioning"), (OOB_NET, "BMC / OOB")):
         netbox.get_or_create("ipam/prefixes", {"prefix": str(net)},
                              {"description": desc, "status": "active", "tags": [tag]})
-    netbox.get_or_create("extras/config-contexts", {"name": seed.context_name}, {
+    context, created = netbox.get_or_create("extras/config-contexts",
+                                            {"name": seed.context_name}, {
         "weight": seed.context_weight, "roles": [role["id"]],
         "tags": list(seed.context_tags), "data": {CONTEXT_KEY: seed.software},
         "description": "Desired software of GPU servers (racklift)"})
+    if not created and context.get("data") != {CONTEXT_KEY: seed.software}:
+        # The seed's own context follows its recipe (a newer racklift's lab asks for more).
+        netbox.update("extras/config-contexts",
+                      [{"id": context["id"], "data": {CONTEXT_KEY: seed.software}}])
 
     if host_loader is not None:
         tag_ids = {t["slug"]: netbox.get_all("extras/tags", t)[0]["id"]

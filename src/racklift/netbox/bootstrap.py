@@ -27,12 +27,17 @@ REQUIREMENTS: tuple[tuple[str, dict[str, Any], dict[str, Any]], ...] = (
     ("extras/custom-fields", {"name": "racklift_stage"},
      {"type": "text", "object_types": ["dcim.device"], "label": "racklift stage",
       "description": "The last pipeline stage racklift completed on this host (imaged, "
-                     "configured): a re-run resumes after it",
+                     "configured, verified): a re-run resumes after it",
       "required": False, "group_name": "racklift", "ui_editable": "no"}),
     ("extras/custom-fields", {"name": "racklift_verified"},
      {"type": "datetime", "object_types": ["dcim.device"], "label": "racklift verified",
       "description": "When the gate last admitted this host: it matched its NetBox "
                      "record and passed every health check",
+      "required": False, "group_name": "racklift", "ui_editable": "no"}),
+    ("extras/custom-fields", {"name": "racklift_acceptance"},
+     {"type": "text", "object_types": ["dcim.device"], "label": "racklift acceptance",
+      "description": "The last acceptance tests' figures against their thresholds, with the "
+                     "date: drift over months shows here",
       "required": False, "group_name": "racklift", "ui_editable": "no"}),
 )
 

@@ -193,6 +193,11 @@ class Acceptance:
         _positive(10_000), "set it to the least average bandwidth in Gb/s that ib_write_bw "
         "must reach on each HCA port (e.g. 370 on NDR), or null", True))
 
+    @property
+    def asks(self) -> bool:
+        """Whether any test is to run: a host whose context asks none is admitted on verify."""
+        return any(v is not None for v in (self.dcgm_level, self.nccl_busbw, self.rdma_gbps))
+
 
 @dataclass(frozen=True)
 class DesiredState:

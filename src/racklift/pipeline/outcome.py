@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from racklift.netbox.expected import ExpectedHost
+from racklift.pipeline.accept_stage import HostAcceptance
 from racklift.pipeline.plan import HostPlan
 from racklift.verify.verdict import HostVerdict
 
@@ -29,6 +30,7 @@ class HostRun:
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)  # stage → seconds on this host
+    acceptance: HostAcceptance | None = None
 
     @property
     def name(self) -> str:
@@ -44,7 +46,10 @@ class HostRun:
                 "result": self.result, "stage_reached": self.reached, "error": self.error,
                 "warnings": self.warnings, "seconds": round(self.seconds, 1),
                 "stage_seconds": self.timings,
-                "verdict": self.verdict.to_dict() if self.verdict else None}
+                "verdict": self.verdict.to_dict() if self.verdict else None,
+                "acceptance": None if self.acceptance is None else {
+                    "passed": self.acceptance.passed, "summary": self.acceptance.summary(),
+                    "failures": self.acceptance.failures, "figures": self.acceptance.figures}}
 
 
 @dataclass(frozen=True)

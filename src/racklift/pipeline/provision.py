@@ -1,7 +1,8 @@
-"""provision and reimage, end to end: select hosts in NetBox, plan each one's stages, lock them,
-then per rack: (drain, offline,) image, configure, verify + health, join. One host's failure
-never stops the others; NetBox records every transition; nothing is admitted without a passing
-verify; a re-run resumes where each host stopped."""
+"""provision, reimage and accept, end to end: select hosts in NetBox, plan each one's stages,
+lock them, then per rack: (drain, offline,) image, configure, verify + health, accept, join.
+One host's failure never stops the others; NetBox records every transition; nothing is
+admitted without a passing verify and, where its context asks for them, passing acceptance
+tests; a re-run resumes where each host stopped."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from datetime import UTC, datetime
 from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +22,7 @@ from racklift.netbox.client import NetBox
 from racklift.netbox.expected import ExpectedHost
 from racklift.netbox.reader import Selection, read_hosts
 from racklift.pipeline import lock, run_report
+from racklift.pipeline.accept_stage import ACCEPTANCE_FIELD, accept
 from racklift.pipeline.image_plan import imaging_problems
 from racklift.pipeline.outcome import (
     FAILED,
@@ -34,6 +37,8 @@ from racklift.pipeline.outcome import (
     PipelineRun,
 )
 from racklift.pipeline.plan import (
+    ACCEPT,
+    ACCEPT_ONLY,
     COMPLETED,
     CONFIGURE,
     IMAGE,
@@ -46,7 +51,9 @@ from racklift.pipeline.progress import Progress
 from racklift.pipeline.scheduler import is_drained
 from racklift.pipeline.state import KEEP, Transition, apply, read_stages
 from racklift.runs import new_run_dir
+from racklift.verify.acceptance import asks_acceptance
 from racklift.verify.gate import gate
+from racklift.verify.verdict import VERIFIED_FIELD, journal_line
 
 if TYPE_CHECKING:
     from racklift.pipeline.scheduler import Scheduler
@@ -106,17 +113,27 @@ class _Batch:
         if self.options.verb == REIMAGE:
             self.drain(live)
             live = [h for h in live if not h.result]
+        elif self.options.verb == ACCEPT_ONLY:
+            # Pool hosts taken with --force: out of the scheduler before the load runs.
+            self.drain([h for h in live if h.host.status == "active"], "for acceptance tests",
+                       status=None, stage=KEEP)
+            live = [h for h in live if not h.result]
         transitions = []
         for h in live:
             text = (f"{_header(self.options, self.run_id)}: started; stages "
                     f"{', '.join(h.plan.stages)}")
             fresh = IMAGE in h.plan.stages
-            transitions.append(Transition(h.host.netbox_id, text, status="staged",
-                                          stage=None if fresh else KEEP))
+            transitions.append(Transition(
+                h.host.netbox_id, text, status="staged",
+                stage=None if fresh else COMPLETED[VERIFY] if h.plan.stages == (ACCEPT,)
+                else KEEP))
         apply(self.netbox, transitions)
 
-    def drain(self, live: list[HostRun]) -> None:
-        reason = f"racklift reimage: {self.options.reason or 'no reason given'}"
+    def drain(self, live: list[HostRun], what: str = "for re-imaging",
+              status: str | None = "offline", stage: object = None) -> None:
+        """Out of the scheduler and, in NetBox, out of service `what` for (status and stage:
+        what the host is set to; None and KEEP leave them)."""
+        reason = f"racklift {self.options.verb}: {self.options.reason or 'no reason given'}"
         if self.scheduler is not None and live:
             self.progress.stage([h.name for h in live], "drain")
             result = self.scheduler.drain([h.name for h in live], reason)
@@ -127,8 +144,8 @@ class _Batch:
                        for n, why in result.errors.items() if n not in result.unknown}, "drain")
             self.wait_drained([h for h in live if not h.result and h.name in result.ok])
         apply(self.netbox, [Transition(h.host.netbox_id, f"{_header(self.options, self.run_id)}:"
-                                       f" out of service for re-imaging ({reason})",
-                                       kind="warning", status="offline", stage=None)
+                                       f" out of service {what} ({reason})",
+                                       kind="warning", status=status, stage=stage)
                             for h in live if not h.result])
 
     def wait_drained(self, hosts: list[HostRun]) -> None:
@@ -205,10 +222,14 @@ class _Batch:
             return
         # The gate judges hosts as NetBox has them now: staged.
         hosts = [replace(h.host, status="staged") for h in live]
+        # Where acceptance tests follow (the context asks for them, --no-accept was not
+        # given), passing verify leaves the host staged, its stage verified.
         verdicts = gate(self.netbox, hosts, self.run_dir, run=self.run_id,
+                        admit=lambda h: not (self.options.accept and asks_acceptance(h)),
                         progress=self.progress.note, on_event=self.progress.event,
                         extravars=self.extravars)
         self.timed(live, VERIFY)
+        skipped: list[HostRun] = []
         for h, verdict in zip(live, verdicts, strict=True):
             h.verdict = verdict
             if verdict.held:
@@ -217,10 +238,57 @@ class _Batch:
                 h.result, h.error = INTERRUPTED, f"not recorded in NetBox: {verdict.held}"
                 self.progress.failed(h.name, VERIFY, h.error)
             elif verdict.passed:
-                h.result = JOINED
+                if verdict.admit:
+                    h.result = JOINED
+                    if not self.options.accept and asks_acceptance(h.host):
+                        skipped.append(h)
             else:
                 h.result, h.error = FAILED, "; ".join(verdict.failures) or "no checks ran"
                 self.progress.failed(h.name, VERIFY, h.error)
+        for h in skipped:
+            h.warnings.append("acceptance tests skipped (--no-accept)")
+        apply(self.netbox, [Transition(
+            h.host.netbox_id, f"{_header(self.options, self.run_id)}: acceptance tests skipped "
+            "(--no-accept): admitted on verify alone", "warning") for h in skipped])
+
+    def run_accept(self) -> None:
+        live = self.enter(ACCEPT)
+        if not live:
+            return
+        partners = self.partners(live) if self.options.pair_with_active else []
+        results = accept(self.netbox, [h.host for h in live], self.run_dir, partners=partners,
+                         ident=f"accept-{self.rack}", progress=self.progress.note,
+                         on_event=self.progress.event, extravars=self.extravars)
+        self.timed(live, ACCEPT)
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        header = _header(self.options, self.run_id)
+        transitions = []
+        for h in live:
+            got = h.acceptance = results[h.name]
+            summary = got.summary()
+            if got.passed:
+                h.result = JOINED
+                transitions.append(Transition(
+                    h.host.netbox_id, journal_line(f"{header}: acceptance passed: {summary}"),
+                    "success", status="active",
+                    fields={VERIFIED_FIELD: now, ACCEPTANCE_FIELD: summary}))
+            else:
+                h.fail(ACCEPT, "; ".join(got.failures))
+                self.progress.failed(h.name, ACCEPT, h.error or "")
+                transitions.append(Transition(
+                    h.host.netbox_id, "\n".join(map(journal_line, [
+                        f"{header}: acceptance failed: {summary}",
+                        *(f"- {line}" for line in got.failures)])),
+                    "danger", status="failed", fields={ACCEPTANCE_FIELD: summary}))
+        apply(self.netbox, transitions)
+
+    def partners(self, live: list[HostRun]) -> list[ExpectedHost]:
+        """Active hosts of the same sites: known-good ends for the RDMA pairs."""
+        taken = {h.name for h in live}
+        sites = tuple(sorted({h.host.site for h in live}))
+        return [h for h in read_hosts(self.netbox, Selection(sites=sites, statuses=("active",),
+                                                             roles=("gpu-server",)))
+                if h.name not in taken and h.address]
 
     def join(self) -> None:
         joined = [h for h in self.runs if h.result == JOINED]
@@ -309,6 +377,7 @@ def _batches(netbox: NetBox, mine: list[HostRun], options: Options, run_id: str,
         batch.run_image()
         batch.run_configure()
         batch.run_verify()
+        batch.run_accept()
         batch.join()
         for h in batch.runs:
             if not h.result:  # went through every stage asked for (--until)

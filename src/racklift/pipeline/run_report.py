@@ -41,7 +41,7 @@ def _first_problem(h: HostRun) -> str:
 def table(run: PipelineRun, title: str) -> Table:
     out = Table(title=title, title_justify="left")
     for column in ("host", "rack", "status before", "result", "stage reached", "mismatches",
-                   "time", "first problem"):
+                   "acceptance", "time", "first problem"):
         out.add_column(column, overflow="fold")
     for h in run.hosts:
         style = STYLE.get(h.result, "red")
@@ -49,6 +49,7 @@ def table(run: PipelineRun, title: str) -> Table:
         out.add_row(plain(h.name), plain(h.host.rack or "-"), h.host.status,
                     plain(h.result, style), stages,
                     str(len(h.verdict.mismatches)) if h.verdict else "-",
+                    plain(h.acceptance.figures_line()) if h.acceptance else "-",
                     f"{h.seconds:.0f} s" if h.seconds else "-", plain(_first_problem(h)))
     return out
 

@@ -14,7 +14,7 @@ from racklift.tasks import image, lab, lab_netbox, mirror, netbox, vrack
 from racklift.tasks.common import connect, offer_netbox
 from racklift.tasks.lab_netbox import seed, up
 from racklift.tasks.netbox import bootstrap, expected
-from racklift.tasks.pipeline import locks, provision, reimage, unlock
+from racklift.tasks.pipeline import accept, locks, provision, reimage, unlock
 from racklift.tasks.verify import bundle, facts_, parse, verify
 
 DEMO_FLAKY_HOST = "lab-l01-02"
@@ -50,7 +50,8 @@ def demo(c):
                   "--reason 'GPU reseated' --no-image")
 
 
-namespace = Collection(demo, provision, reimage, verify, locks, unlock, parse, facts_, bundle)
+namespace = Collection(demo, provision, reimage, accept, verify, locks, unlock, parse, facts_,
+                       bundle)
 # The lab NetBox's tasks sit beside the production ones under netbox.*; commands use the lab
 # NetBox when NETBOX_URL is not set and racklift started it.
 offer_netbox(lab_netbox.running_lab)

@@ -13,7 +13,7 @@ from racklift.netbox.reader import read_hosts
 from racklift.pipeline import lock, run_report
 from racklift.pipeline.image_stage import image_hosts
 from racklift.pipeline.outcome import PipelineRun
-from racklift.pipeline.plan import PROVISION, REIMAGE, STAGES, Options
+from racklift.pipeline.plan import ACCEPT_ONLY, PROVISION, REIMAGE, STAGES, Options
 from racklift.pipeline.progress import NORMAL, QUIET, VERBOSE, Progress
 from racklift.pipeline.provision import run
 from racklift.pipeline.scheduler import scheduler_from_env
@@ -28,7 +28,12 @@ RUN_HELP = {
     "verbose": "every task on every host",
     "max_fail": "percentage of a rack's hosts whose failure stops that rack's batch (default 50)",
     "batch_size": "hosts of a rack configured at once (Ansible serial; default: the whole rack)",
-    "until": "stop after this stage (image, configure); hosts stay staged, a re-run resumes",
+    "until": "stop after this stage (image, configure, verify); hosts stay staged, a re-run "
+             "resumes",
+    "no_accept": "skip the acceptance tests the hosts' context asks for: admit on verify "
+                 "alone (the journal says so)",
+    "pair_with_active": "let the RDMA acceptance test pair new hosts with active hosts of "
+                        "their site (known-good partners; the test loads their rails)",
 }
 
 
@@ -72,8 +77,11 @@ def _execute(chosen, options: Options, *, check: bool, json: bool, quiet: bool,
             "reimage": "image again even hosts that finished imaging in an earlier run"})
 def provision(c, site=None, rack=None, role="gpu-server", host=None, check=False,
               no_image=False, retry_failed=False, reimage=False, json=False, quiet=False,
-              verbose=False, max_fail=50, batch_size=None, until=None):
-    """Take planned hosts to the pool: preflight, image, configure, verify + health, join.
+              verbose=False, max_fail=50, batch_size=None, until=None, no_accept=False,
+              pair_with_active=False):
+    """Take planned hosts to the pool: preflight, image, configure, verify + health, accept,
+    join. Acceptance runs the load tests the hosts' config context asks for (DCGM, NCCL,
+    RDMA in pairs) and admits only hosts that reach its thresholds.
 
     Racks are batches; one host's failure never stops the others. NetBox moves each host
     planned → staged → active, or failed with the reasons in its journal. A re-run resumes
@@ -81,7 +89,8 @@ def provision(c, site=None, rack=None, role="gpu-server", host=None, check=False
     that are active are never touched. Exit 1 when any host did not join."""
     chosen = selection(site, rack, role, None, host)
     options = Options(PROVISION, image=not no_image, retry_failed=retry_failed,
-                      reimage=reimage, until=_stage(until))
+                      reimage=reimage, until=_stage(until), accept=not no_accept,
+                      pair_with_active=pair_with_active)
     _execute(chosen, options, check=check, json=json, quiet=quiet, verbose=verbose,
              max_fail=max_fail, batch_size=batch_size)
 
@@ -90,16 +99,39 @@ def provision(c, site=None, rack=None, role="gpu-server", host=None, check=False
             "reason": "why (recorded in the NetBox journal and the scheduler's drain reason)",
             "force": "also re-image hosts that are active (in the pool)"})
 def reimage(c, host, reason, force=False, check=False, no_image=False, json=False,
-            quiet=False, verbose=False, max_fail=50, batch_size=None, until=None):
-    """Rebuild hosts: drain (scheduler hook), offline, image, configure, verify, rejoin.
+            quiet=False, verbose=False, max_fail=50, batch_size=None, until=None,
+            no_accept=False, pair_with_active=False):
+    """Rebuild hosts: drain (scheduler hook), offline, image, configure, verify, accept,
+    rejoin.
 
     Refuses active hosts unless --force. Exit 1 when any host did not rejoin."""
     if not reason.strip():
         raise Exit("error: --reason must say why the host is re-imaged", code=2)
     options = Options(REIMAGE, image=not no_image, force=force, reason=reason,
-                      until=_stage(until))
+                      until=_stage(until), accept=not no_accept,
+                      pair_with_active=pair_with_active)
     _execute(selection(host=host), options, check=check, json=json, quiet=quiet,
              verbose=verbose, max_fail=max_fail, batch_size=batch_size)
+
+
+@task(help={**{k: v for k, v in SELECTION_HELP.items() if k != "status"},
+            **{k: RUN_HELP[k] for k in ("check", "json", "quiet", "verbose",
+                                        "pair_with_active")},
+            "retry_failed": "also take hosts whose acceptance failed",
+            "force": "also test hosts that are active (in the pool): drained through the "
+                     "scheduler hook first, back in the pool when they pass",
+            "reason": "why, for the journal and the scheduler's drain reason (with --force)"})
+def accept(c, site=None, rack=None, role="gpu-server", host=None, check=False,
+           retry_failed=False, force=False, reason="", pair_with_active=False, json=False,
+           quiet=False, verbose=False):
+    """Run the acceptance tests alone on hosts verify has passed: DCGM diagnostics, NCCL
+    all-reduce and RDMA bandwidth in pairs, at the thresholds of their config context.
+    Passing hosts join the pool; slow ones go failed with the figure and the threshold.
+    Exit 1 when any host did not join."""
+    options = Options(ACCEPT_ONLY, image=False, retry_failed=retry_failed, force=force,
+                      reason=reason, pair_with_active=pair_with_active)
+    _execute(selection(site, rack, role, None, host), options, check=check, json=json,
+             quiet=quiet, verbose=verbose, max_fail=50, batch_size=None)
 
 
 @task(help={**SELECTION_HELP})

@@ -1,8 +1,9 @@
 """Acceptance: whether a host's figures under load meet what its device type asks for
 (`racklift.acceptance`: DCGM's diagnostic level, the least all-reduce bus bandwidth, the least
-RDMA bandwidth per HCA port). Pure: the wanted thresholds and the parsed runs in, Mismatches
-out, each naming the figure and the threshold. A test asked for that did not run, or did not
-finish, fails the host: acceptance is proof, not the absence of bad news."""
+RDMA bandwidth per HCA port). Pure: the wanted thresholds and the parsed runs (and each port's
+verdict from its pairs) in, Mismatches out, each naming the figure and the threshold. A test
+asked for that did not run, or did not finish, fails the host: acceptance is proof, not the
+absence of bad news."""
 
 from __future__ import annotations
 
@@ -10,13 +11,21 @@ from collections.abc import Iterator, Mapping
 
 from racklift.facts.observed import DcgmDiag, NcclRun, PerftestRun
 from racklift.netbox.desired import Acceptance
+from racklift.netbox.expected import ExpectedHost
 from racklift.verify.mismatch import CRITICAL, Mismatch
+from racklift.verify.pairing import FAIL, UNPROVEN, PortVerdict
+
+
+def asks_acceptance(host: ExpectedHost) -> bool:
+    """Whether the host's context asks for acceptance tests before it joins."""
+    return host.desired is not None and host.desired.acceptance.asks
 
 
 def judge_acceptance(want: Acceptance, *, dcgm: DcgmDiag | None = None,
                      nccl: NcclRun | None = None,
-                     rdma: Mapping[str, PerftestRun | None] | None = None) -> list[Mismatch]:
-    """`rdma`: each HCA port the host should have, to its ib_write_bw run (None: none ran)."""
+                     rdma: Mapping[str, PortVerdict] | None = None) -> list[Mismatch]:
+    """`rdma`: each HCA port the host should have, to its verdict from the pairs it was
+    tested in (racklift.verify.pairing)."""
     return [*_dcgm(want, dcgm), *_nccl(want, nccl), *_rdma(want, rdma or {})]
 
 
@@ -58,17 +67,22 @@ def _nccl(want: Acceptance, run: NcclRun | None) -> Iterator[Mismatch]:
                        "manager, and GPU clocks (thermal or power throttling)")
 
 
-def _rdma(want: Acceptance, runs: Mapping[str, PerftestRun | None]) -> Iterator[Mismatch]:
+def best_gbps(run: PerftestRun) -> float | None:
+    """A run's figure: the best average of its rows (one row, or an -a sweep's sizes)."""
+    return max((r.average_gbps for r in run.rows), default=None)
+
+
+def _rdma(want: Acceptance, ports: Mapping[str, PortVerdict]) -> Iterator[Mismatch]:
     if want.rdma_gbps is None:
         return
-    for port, run in sorted(runs.items()):
-        best = max((r.average_gbps for r in run.rows), default=None) if run else None
-        if best is None:
-            yield Mismatch(f"accept.rdma[{port}]", f">= {want.rdma_gbps:g} Gb/s", "not run",
-                           CRITICAL, f"run ib_write_bw on {port} against a known-good host "
-                           "and read its error")
-        elif best < want.rdma_gbps:
-            yield Mismatch(f"accept.rdma[{port}]", f">= {want.rdma_gbps:g} Gb/s",
-                           f"{best:g} Gb/s", CRITICAL, f"{port} is slow: check its link "
-                           "(width and speed in ibstat, the cable), its PCIe slot and the "
-                           "partner's; re-test with another partner before blaming this host")
+    wanted = f">= {want.rdma_gbps:g} Gb/s"
+    for port, verdict in sorted(ports.items()):
+        if verdict.outcome == FAIL:
+            yield Mismatch(f"accept.rdma[{port}]", wanted, f"{verdict.gbps:g} Gb/s ({verdict.why})"
+                           if verdict.gbps is not None else f"no result ({verdict.why})",
+                           CRITICAL, f"{port} is slow: check its link (width and speed in "
+                           "ibstat, the cable), its PCIe slot and its firmware")
+        elif verdict.outcome == UNPROVEN:
+            yield Mismatch(f"accept.rdma[{port}]", wanted, f"unproven: {verdict.why}", CRITICAL,
+                           f"test {port} with another host on its rail: `racklift accept` with "
+                           "more hosts of the rack, or --pair-with-active to use a pool host")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from racklift.netbox.client import NetBox
 from racklift.netbox.expected import ExpectedHost
 from racklift.netbox.reader import Selection, read_hosts
 from racklift.runs import new_run_dir
+from racklift.verify.acceptance import asks_acceptance
 from racklift.verify.adopt import adopt
 from racklift.verify.record_cables import record_cables
 from racklift.verify.verdict import (
@@ -131,12 +132,15 @@ class VerifyRun:
 def gate(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *, write: bool = True,
          mark_active_failed: bool = False, adopt_serials: bool = False,
          record_observed_cables: bool = False, run: str | None = None,
+         admit: Callable[[ExpectedHost], bool] = lambda h: not asks_acceptance(h),
          progress: Callable[[str], None] = lambda _: None,
          on_event: Callable[[HostEvent], None] | None = None,
          extravars: Mapping[str, Any] | None = None) -> list[HostVerdict]:
     """Collect, compare, check and (unless `write` is false) record the verdicts of `hosts`.
     `run` is the pipeline run that holds the hosts' locks, if one calls the gate; hosts locked
-    by any other run, not configured, or whose status changed meanwhile are reported only."""
+    by any other run, not configured, or whose status changed meanwhile are reported only.
+    `admit`: whether passing puts a host in the pool; by default unless its context asks for
+    acceptance tests, which then follow (`racklift accept`)."""
     reachable = [h for h in hosts if not h.problems and h.address and h.status in VERIFIED]
     progress(f"collecting facts from {len(reachable)} hosts")
     collected = (collect(netbox, reachable, run_dir / "bundles", artifacts=run_dir / "ansible",
@@ -150,7 +154,7 @@ def gate(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *, write: boo
             verdicts.append(skipped(host))
         elif isinstance(got, bundles.Bundle):
             verdict, facts = judge_bundle(host, got)
-            verdicts.append(verdict)
+            verdicts.append(replace(verdict, admit=admit(host)))
             if facts is not None:
                 observed.append((host, facts))
         else:

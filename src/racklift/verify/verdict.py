@@ -1,5 +1,6 @@
 """The gate's verdict per host, and recording it in NetBox: `active` only when everything
-passes; otherwise `failed` and one journal entry listing every mismatch and failed check.
+passes (or, where acceptance tests follow, `staged` with the stage `verified`); otherwise
+`failed` and one journal entry listing every mismatch and failed check.
 Re-running with nothing changed writes nothing. A host the pipeline has not handed over (locked
 by another run, or not configured) or whose status moved while verify ran is reported only."""
 
@@ -14,8 +15,8 @@ from racklift.facts.host import HostFacts
 from racklift.netbox.client import NetBox
 from racklift.netbox.expected import ExpectedHost, Problem
 from racklift.pipeline import lock
-from racklift.pipeline.plan import COMPLETED, CONFIGURE
-from racklift.pipeline.state import Transition, apply, read_stages
+from racklift.pipeline.plan import COMPLETED, CONFIGURE, VERIFY
+from racklift.pipeline.state import KEEP, Transition, apply, read_stages
 from racklift.verify.check import PASSING, CheckResult
 from racklift.verify.compare import CRITICAL, Mismatch, compare
 from racklift.verify.health import run_checks
@@ -27,6 +28,7 @@ GATED = ("staged", "failed")
 # image yet, or are out of service, and are not connected to at all.
 VERIFIED = (*GATED, "active")
 CONFIGURED = COMPLETED[CONFIGURE]  # the stage after which the pipeline hands a host to the gate
+VERIFIED_STAGE = COMPLETED[VERIFY]  # passed the gate; acceptance tests next
 VERIFIED_FIELD = "racklift_verified"  # when the gate last admitted the host
 
 
@@ -43,6 +45,9 @@ class HostVerdict:
     skipped: str | None = None  # not looked at, and why: neither a pass nor a failure
     changes: tuple[str, ...] = field(default=(), compare=False)  # what was written to NetBox
     held: str | None = field(default=None, compare=False)  # why nothing was written to NetBox
+    # Whether passing admits the host (active); False: acceptance tests follow (staged,
+    # stage verified).
+    admit: bool = field(default=True, compare=False)
 
     @property
     def failures(self) -> list[str]:
@@ -100,23 +105,27 @@ def skipped(expected: ExpectedHost) -> HostVerdict:
 JOURNAL_LINE = 1000
 
 
-def _journal_line(line: str) -> str:
+def journal_line(line: str) -> str:
+    """A journal line from text that may quote a host: printable, at most JOURNAL_LINE long."""
     text = "".join(c if c.isprintable() else "\ufffd" for c in line[:JOURNAL_LINE])
     return text + " [...]" if len(line) > JOURNAL_LINE else text
 
 
 def journal_text(verdict: HostVerdict) -> str:
     if verdict.passed:
-        lines = [f"{JOURNAL_HEADER}: passed: the host matches NetBox and is healthy."]
+        lines = [f"{JOURNAL_HEADER}: passed: the host matches NetBox and is healthy"
+                 + ("." if verdict.admit else "; acceptance tests next.")]
         lines += [f"- warning: {w}" for w in verdict.warnings]
     else:
         lines = [f"{JOURNAL_HEADER}: failed: {len(verdict.failures)} problem(s)."]
         lines += [f"- {f}" for f in verdict.failures]
-    return "\n".join(map(_journal_line, lines))
+    return "\n".join(map(journal_line, lines))
 
 
 def target_status(verdict: HostVerdict) -> str:
-    return "active" if verdict.passed else "failed"
+    if not verdict.passed:
+        return "failed"
+    return "active" if verdict.admit else "staged"
 
 
 def recorded(verdict: HostVerdict, mark_active_failed: bool = False) -> bool:
@@ -153,7 +162,7 @@ def hold(verdict: HostVerdict, now: InNetBox, *, run: str | None = None,
                 if now.status else "no longer in NetBox")
     if now.holder is not None and now.holder.run != run:
         return f"{now.holder.describe()}: left to that run"
-    if verdict.status in GATED and now.stage != CONFIGURED:
+    if verdict.status in GATED and now.stage not in (CONFIGURED, VERIFIED_STAGE):
         return (f"last completed stage {now.stage or 'none'}, not {CONFIGURED}: left "
                 f"{verdict.status} until provision has configured it")
     return None
@@ -199,10 +208,15 @@ def record(netbox: NetBox, verdicts: Iterable[HostVerdict], *,
         if v.status != target:
             changes.append(f"status {v.status} → {target}")
         if v.status != target or last.get(v.netbox_id) != text:
+            admitted = v.passed and v.admit
             transitions.append(Transition(
                 v.netbox_id, text, "success" if v.passed else "danger",
                 status=target if v.status != target else None,
-                fields={VERIFIED_FIELD: now} if v.passed else {}))
+                # A gated host failing (its stage configured or verified): a retry starts at
+                # verify again, not at acceptance.
+                stage=(VERIFIED_STAGE if v.passed and not v.admit
+                       else CONFIGURED if not v.passed and v.status in GATED else KEEP),
+                fields={VERIFIED_FIELD: now} if admitted else {}))
             changes.append("journal entry")
         written.append(replace(v, changes=tuple(changes)))
     # Journal first (state.apply): if the status update then fails, the re-run sees the status

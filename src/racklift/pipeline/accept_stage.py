@@ -1,0 +1,265 @@
+"""The acceptance stage: load tests on verified hosts before they join (playbooks/accept.yml),
+judged against the thresholds of each host's config context (racklift.verify.acceptance), with
+RDMA blame from pairs (racklift.verify.pairing).
+
+What a host printed is its word: each output is size-limited and parsed on the controller, and
+an output that cannot be read fails that host's test alone, naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from racklift.ansible import HostEvent, run_playbook
+from racklift.facts.parsers import (
+    ParseError,
+    parse_dcgmi_diag,
+    parse_nccl_tests,
+    parse_perftest_bw,
+)
+from racklift.netbox.client import NetBox
+from racklift.netbox.desired import Acceptance
+from racklift.netbox.expected import ExpectedHost
+from racklift.verify.acceptance import best_gbps, judge_acceptance
+from racklift.verify.mismatch import CRITICAL, Mismatch
+from racklift.verify.pairing import (
+    Pair,
+    PortVerdict,
+    RailPort,
+    first_pairs,
+    judge_pairs,
+    retest_pairs,
+    rounds,
+)
+
+DCGM_TASK, NCCL_TASK = "DCGM diagnostic", "NCCL all-reduce"
+CLIENT_TASK = "Run the ib_write_bw clients"
+MAX_OUTPUT = 4 * 2**20  # what a test may print; a longer output is refused, not read
+TCP_PORT = 18515  # perftest's own; the n-th pair of a round takes the n-th port from it
+ACCEPTANCE_FIELD = "racklift_acceptance"
+# How long the tests run (all_reduce_perf's largest message, ib_write_bw's seconds) and how
+# long one may take before it is stopped.
+NCCL_MAX_BYTES = "8G"
+RDMA_SECONDS = 5
+RDMA_TIMEOUT = 120
+
+
+@dataclass(frozen=True)
+class HostAcceptance:
+    host: str
+    want: Acceptance
+    mismatches: tuple[Mismatch, ...]
+    figures: dict[str, Any] = field(default_factory=dict)  # what was measured
+
+    @property
+    def passed(self) -> bool:
+        return not any(m.severity == CRITICAL for m in self.mismatches)
+
+    @property
+    def failures(self) -> list[str]:
+        return [str(m) for m in self.mismatches if m.severity == CRITICAL]
+
+    def figures_line(self) -> str:
+        """The figures against their thresholds, for the summary table."""
+        want = self.want
+        parts = []
+        if "dcgm" in self.figures:
+            parts.append(f"dcgm r{want.dcgm_level} {self.figures['dcgm']['result']}")
+        if "nccl_busbw" in self.figures:
+            got = self.figures["nccl_busbw"]
+            parts.append(f"nccl {'-' if got is None else f'{got:g}'} GB/s "
+                         f"(>= {want.nccl_busbw:g})")
+        if "rdma" in self.figures:
+            figures = [p["gbps"] for p in self.figures["rdma"].values() if p["gbps"] is not None]
+            slowest = f"{min(figures):g}" if figures else "-"
+            parts.append(f"rdma min {slowest} Gb/s (>= {want.rdma_gbps:g}) on "
+                         f"{len(self.figures['rdma'])} ports")
+        return "; ".join(parts) or "no tests asked"
+
+    def summary(self) -> str:
+        """One dated line, for the journal and the device's custom field."""
+        day = datetime.now(UTC).strftime("%Y-%m-%d")
+        return f"{day} {'passed' if self.passed else 'failed'}: {self.figures_line()}"
+
+
+def rail_ports(host: ExpectedHost) -> list[RailPort]:
+    """The host's HCA ports as the RDMA test pairs them: each on the switch its NetBox cable
+    ends at, or, uncabled, on a rail of its own name (rail-optimised hosts cable HCA i to
+    rail i)."""
+    return [RailPort(host.name, i.name, i.peer.device if i.peer else i.name)
+            for i in host.ib_ports]
+
+
+def _output(res: Mapping[str, Any] | None) -> tuple[str | None, str | None]:
+    """(stdout, why there is none) of a task's result, within the size limit."""
+    if not res or res.get("skipped"):
+        return None, None
+    text = res.get("stdout")
+    if not isinstance(text, str) or not text.strip():
+        said = res.get("stderr") or res.get("msg") or f"exit {res.get('rc')}"
+        return None, str(said).strip()[:200]
+    if len(text) > MAX_OUTPUT:
+        return None, f"its output is {len(text) // 2**20} MiB, over the {MAX_OUTPUT // 2**20} " \
+                     "MiB racklift reads: refused, not read"
+    return text, None
+
+
+def _read(parse: Callable[[str], Any], res: Mapping[str, Any] | None, field_name: str,
+          what: str) -> tuple[Any, list[Mismatch]]:
+    """The parsed run, or None with the mismatch saying why it could not be read."""
+    text, why = _output(res)
+    if text is None:
+        return None, ([Mismatch(field_name, what, f"not run: {why}", CRITICAL,
+                                f"run `{what}` on the host by hand and read its error")]
+                      if why else [])
+    try:
+        return parse(text), []
+    except ParseError as exc:
+        return None, [Mismatch(field_name, what, f"output not readable: {exc}", CRITICAL,
+                               f"run `{what}` on the host by hand: racklift reads its real "
+                               "output format")]
+
+
+def judge_local(host: ExpectedHost, want: Acceptance,
+           results: Mapping[str, Any]) -> tuple[list[Mismatch], dict[str, Any]]:
+    """The host's own tests (DCGM, NCCL) judged, and their figures."""
+    mismatches: list[Mismatch] = []
+    figures: dict[str, Any] = {}
+    dcgm = nccl = None
+    if want.dcgm_level is not None:
+        dcgm, unread = _read(parse_dcgmi_diag, results.get(DCGM_TASK), "accept.dcgm",
+                             f"dcgmi diag -r {want.dcgm_level}")
+        mismatches += unread
+        failed = [t.name for t in dcgm.failed] if dcgm else []
+        figures["dcgm"] = {"level": want.dcgm_level,
+                           "result": "not run" if dcgm is None else
+                           f"failed {', '.join(failed)}" if failed else "pass"}
+    if want.nccl_busbw is not None:
+        nccl, unread = _read(parse_nccl_tests, results.get(NCCL_TASK), "accept.nccl.busbw",
+                             "all_reduce_perf")
+        mismatches += unread
+        figures["nccl_busbw"] = nccl.avg_busbw if nccl else None
+    # What could not be read is said above; judge what could.
+    judged = judge_acceptance(
+        Acceptance(dcgm_level=want.dcgm_level if dcgm else None,
+                   nccl_busbw=want.nccl_busbw if nccl else None), dcgm=dcgm, nccl=nccl)
+    return mismatches + judged, figures
+
+
+def _pair_vars(round_: list[Pair], addresses: Mapping[str, str]) -> list[dict[str, Any]]:
+    return [{"client": p.client.host, "server": p.server.host,
+             "server_address": addresses[p.server.host], "client_device": p.client.port,
+             "server_device": p.server.port, "tcp_port": TCP_PORT + n}
+            for n, p in enumerate(round_)]
+
+
+class _Runner:
+    """Runs accept.yml for one rack's hosts (and their partners)."""
+
+    def __init__(self, netbox: NetBox, run_dir: Path, ident: str,
+                 on_event: Callable[[HostEvent], None] | None,
+                 extravars: Mapping[str, Any]) -> None:
+        self.netbox, self.run_dir, self.ident = netbox, run_dir, ident
+        self.on_event, self.extravars = on_event, extravars
+        self.runs = 0
+
+    def play(self, names: Iterable[str], part: str, capture: list[str],
+             **variables: Any) -> Any:
+        self.runs += 1
+        return run_playbook(
+            "accept.yml", names, self.netbox.settings, artifacts=self.run_dir / "ansible",
+            ident=f"{self.ident}-{part}-{self.runs}", on_event=self.on_event, capture=capture,
+            extravars={**self.extravars, "racklift_accept_part": part,
+                       "racklift_accept_nccl_max_bytes": NCCL_MAX_BYTES,
+                       "racklift_accept_rdma_seconds": RDMA_SECONDS,
+                       "racklift_accept_rdma_timeout": RDMA_TIMEOUT, **variables})
+
+    def pairs(self, pairs: list[Pair], addresses: Mapping[str, str],
+              progress: Callable[[str], None]) -> dict[Pair, float | None]:
+        """Each pair's figure (its client's best average; None: no result), round by round."""
+        results: dict[Pair, float | None] = {}
+        for n, round_ in enumerate(rounds(pairs), start=1):
+            progress(f"ib_write_bw round {n}: {len(round_)} pairs")
+            names = {end.host for pair in round_ for end in pair.ends}
+            ran = self.play(names, "rdma", [CLIENT_TASK],
+                            racklift_accept_pairs=_pair_vars(round_, addresses))
+            by_pair = {}
+            for host in names:
+                res = ran.captured.get(host, {}).get(CLIENT_TASK) or {}
+                for item in res.get("results") or []:
+                    pair = item.get("item") or {}
+                    by_pair[(pair.get("client"), pair.get("client_device"),
+                             pair.get("tcp_port"))] = item
+            for i, pair in enumerate(round_):
+                item = by_pair.get((pair.client.host, pair.client.port, TCP_PORT + i))
+                text, _ = _output(item)
+                try:
+                    results[pair] = best_gbps(parse_perftest_bw(text)) if text else None
+                except ParseError:
+                    results[pair] = None
+        return results
+
+
+def accept(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *,
+           partners: Sequence[ExpectedHost] = (),
+           ident: str = "accept", progress: Callable[[str], None] = lambda _: None,
+           on_event: Callable[[HostEvent], None] | None = None,
+           extravars: Mapping[str, Any] | None = None) -> dict[str, HostAcceptance]:
+    """Run the acceptance tests each host's context asks for; `partners` are known-good
+    (active) hosts the RDMA test may pair with. Returns each host's judged acceptance."""
+    wants = {h.name: h.desired.acceptance if h.desired else Acceptance() for h in hosts}
+    runner = _Runner(netbox, run_dir, ident, on_event, extravars or {})
+    local = {h.name: {"dcgm_level": wants[h.name].dcgm_level,
+                      "nccl_gpus": (len(h.gpus) or None) if wants[h.name].nccl_busbw else None}
+             for h in hosts}
+    asked_local = [h.name for h in hosts if any(local[h.name].values())]
+    local_results = {}
+    if asked_local:
+        progress(f"DCGM diagnostics and NCCL all-reduce on {len(asked_local)} hosts")
+        ran = runner.play(asked_local, "local", [DCGM_TASK, NCCL_TASK],
+                          racklift_accept_local=local)
+        local_results = {name: {**ran.captured.get(name, {}),
+                                **({"failed": ran.failed[name]} if name in ran.failed else {})}
+                         for name in asked_local}
+    port_verdicts = _rdma(runner, [h for h in hosts if wants[h.name].rdma_gbps is not None],
+                          partners, wants, progress)
+    out = {}
+    for h in hosts:
+        want = wants[h.name]
+        mismatches, figures = judge_local(h, want, local_results.get(h.name, {}))
+        if h.name in local_results and "failed" in local_results[h.name]:
+            mismatches.insert(0, Mismatch("accept.run", "the tests run",
+                                          str(local_results[h.name]["failed"])[:300], CRITICAL,
+                                          "the host could not be reached or Ansible failed on "
+                                          "it: see the run's Ansible artifacts"))
+        if want.rdma_gbps is not None:
+            verdicts = {v.port.port: v for v in port_verdicts if v.port.host == h.name}
+            mismatches += judge_acceptance(Acceptance(rdma_gbps=want.rdma_gbps), rdma=verdicts)
+            figures["rdma"] = {port: {"gbps": v.gbps, "outcome": v.outcome, "why": v.why}
+                               for port, v in sorted(verdicts.items())}
+        out[h.name] = HostAcceptance(h.name, want, tuple(mismatches), figures)
+    return out
+
+
+def _rdma(runner: _Runner, hosts: list[ExpectedHost], partners: Sequence[ExpectedHost],
+          wants: Mapping[str, Acceptance],
+          progress: Callable[[str], None]) -> list[PortVerdict]:
+    """Every asked host's ports, paired per threshold (hosts of one SKU share one), tested,
+    the slow pairs tested again with other partners, and judged."""
+    addresses = {h.name: h.address or "" for h in (*hosts, *partners)}
+    good = [p for h in partners for p in rail_ports(h)]
+    verdicts: list[PortVerdict] = []
+    for threshold in sorted({wants[h.name].rdma_gbps for h in hosts}):  # type: ignore[type-var]
+        new = [p for h in hosts if wants[h.name].rdma_gbps == threshold for p in rail_ports(h)]
+        results = runner.pairs(first_pairs(new, good), addresses, progress)
+        again = retest_pairs(results, threshold, new, good)
+        if again:
+            progress(f"{len(again)} ports slow with their first partner: testing them again "
+                     "with others")
+            results |= runner.pairs(again, addresses, progress)
+        verdicts += judge_pairs(results, threshold, new, good)
+    return verdicts

@@ -1,0 +1,86 @@
+"""The acceptance stage's reading of what hosts printed (pure parts): real captures judged
+against a context's thresholds, outputs that are missing, unreadable or too large, the rails a
+host's ports are paired on, and the summary that goes to the journal and the device."""
+
+from dataclasses import replace
+from pathlib import Path
+
+import emulated
+from racklift.netbox.desired import Acceptance
+from racklift.pipeline.accept_stage import (
+    DCGM_TASK,
+    MAX_OUTPUT,
+    NCCL_TASK,
+    HostAcceptance,
+    judge_local,
+    rail_ports,
+)
+from racklift.verify.mismatch import CRITICAL, Mismatch
+
+REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real"
+HOST = emulated.expected_host()
+H100_NCCL = (REAL / "nccl-tests-all_reduce_perf_8x-h100-80gb-hbm3_single-node.txt").read_text()
+H200_DCGM = (REAL / "dcgmi-diag-r3_8x-h200_3.3.9_pass-all-eud-skip.txt").read_text()
+FAILING_DCGM = (REAL / "dcgmi-diag-r2_8x-rtx-3090_3.3.0_pcie-fail-all-cuda-driver-mismatch.txt"
+                ).read_text()
+
+
+def ran(stdout: str, rc: int = 0) -> dict:
+    """An Ansible command task's result, as the runner's event carries it."""
+    return {"stdout": stdout, "stderr": "", "rc": rc}
+
+
+def test_real_runs_that_reach_their_thresholds_pass_with_their_figures():
+    mismatches, figures = judge_local(HOST, Acceptance(dcgm_level=3, nccl_busbw=400),
+                                      {DCGM_TASK: ran(H200_DCGM), NCCL_TASK: ran(H100_NCCL)})
+    assert mismatches == []
+    assert figures == {"dcgm": {"level": 3, "result": "pass"}, "nccl_busbw": 439.369}
+
+
+def test_a_failed_diagnostic_and_a_slow_all_reduce_are_named_with_their_figures():
+    mismatches, figures = judge_local(HOST, Acceptance(dcgm_level=2, nccl_busbw=450),
+                                      {DCGM_TASK: ran(FAILING_DCGM), NCCL_TASK: ran(H100_NCCL)})
+    assert [m.field for m in mismatches] == ["accept.dcgm.PCIe", "accept.nccl.busbw"]
+    assert mismatches[1].observed == "439.369 GB/s"
+    assert figures["dcgm"]["result"] == "failed PCIe"
+
+
+def test_a_tool_that_is_missing_or_prints_something_else_fails_that_test_alone():
+    missing = {"rc": 2, "stdout": "", "msg": "[Errno 2] No such file or directory: b'dcgmi'"}
+    mismatches, figures = judge_local(HOST, Acceptance(dcgm_level=2, nccl_busbw=400),
+                                      {DCGM_TASK: missing, NCCL_TASK: ran("Segmentation fault")})
+    assert [(m.field, m.severity) for m in mismatches] == [
+        ("accept.dcgm", CRITICAL), ("accept.nccl.busbw", CRITICAL)]
+    assert mismatches[0].observed == "not run: [Errno 2] No such file or directory: b'dcgmi'"
+    assert mismatches[1].observed.startswith("output not readable: ")
+    assert figures == {"dcgm": {"level": 2, "result": "not run"}, "nccl_busbw": None}
+
+
+def test_an_output_over_the_limit_is_refused_unread():
+    (refused,) = judge_local(HOST, Acceptance(nccl_busbw=1),
+                             {NCCL_TASK: ran("#" * (MAX_OUTPUT + 1))})[0]
+    assert "over the 4 MiB racklift reads" in refused.observed
+
+
+def test_nothing_asked_is_nothing_judged():
+    assert judge_local(HOST, Acceptance(), {DCGM_TASK: ran(FAILING_DCGM)}) == ([], {})
+
+
+def test_ports_are_paired_on_the_switch_their_cable_ends_at_or_on_their_own_name():
+    ports = {p.port: p.rail for p in rail_ports(HOST)}
+    assert ports["mlx5_0"] == "ib-leaf-u01-1-0" and ports["mlx5_7"] == "ib-leaf-u01-1-7"
+    uncabled = replace(HOST, interfaces=tuple(replace(i, peer=None) for i in HOST.interfaces),
+                       parsed=None)
+    assert {p.rail for p in rail_ports(uncabled)} == {f"mlx5_{i}" for i in range(8)}
+
+
+def test_the_summary_names_the_figures_against_their_thresholds():
+    want = Acceptance(dcgm_level=2, nccl_busbw=350, rdma_gbps=370)
+    slow = Mismatch("accept.rdma[mlx5_3]", ">= 370 Gb/s", "118 Gb/s", CRITICAL, "")
+    got = HostAcceptance("h", want, (slow,), {
+        "dcgm": {"level": 2, "result": "pass"}, "nccl_busbw": 480.5,
+        "rdma": {"mlx5_0": {"gbps": 391.2}, "mlx5_3": {"gbps": 118.0}}})
+    assert not got.passed and got.failures == [str(slow)]
+    assert got.figures_line() == ("dcgm r2 pass; nccl 480.5 GB/s (>= 350); rdma min 118 Gb/s "
+                                  "(>= 370) on 2 ports")
+    assert got.summary().split(" ", 1)[1].startswith("failed: dcgm r2 pass")

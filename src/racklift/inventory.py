@@ -17,7 +17,7 @@ from typing import Any
 from racklift.netbox.client import NetBox, NetBoxSettings
 from racklift.netbox.desired import role_vars
 from racklift.netbox.expected import InventoryHost
-from racklift.netbox.identity import AMBIGUOUS
+from racklift.netbox.identity import has_identity
 from racklift.netbox.inventory_reader import read_inventory_hosts
 from racklift.netbox.reader import Selection
 
@@ -62,14 +62,16 @@ def host_vars(host: InventoryHost) -> dict[str, Any]:
 
 
 def build_inventory(hosts: Iterable[InventoryHost]) -> dict[str, Any]:
-    """The inventory of `hosts`. A name several devices share (AMBIGUOUS) is no Ansible host:
-    one host's variables would point Ansible at another's address. Those devices are listed
-    under `_meta.racklift_refused`, with why; every other host is in, incomplete or not."""
+    """The inventory of `hosts`. A device without a usable name is no Ansible host: a name
+    several devices share would point one host's variables at another's address, a name that
+    is no host name is syntax to Ansible, and an unnamed device's `device-<id>` could be a
+    real device's name. Those devices are listed under `_meta.racklift_refused`, with why;
+    every other host is in, incomplete or not."""
     groups: dict[str, list[str]] = defaultdict(list)
     hostvars: dict[str, dict[str, Any]] = {}
     refused = []
     for host in hosts:
-        if any(p.field == AMBIGUOUS for p in host.problems):
+        if not has_identity(host.problems):
             refused.append({"name": host.name, "netbox_id": host.netbox_id, "site": host.site,
                             "problems": [str(p) for p in host.problems]})
             continue

@@ -1,7 +1,8 @@
 """One identity per host, the same in the expected model and the inventory, from raw NetBox
 JSON: a name several sites share (NetBox keeps names unique per site only, as in its own demo
 data's three `PP:MDF`) is refused on every device that has it and is no Ansible host; an
-unnamed device is reported by id, never dropped; every other device is one host in both."""
+unnamed device is reported by id and refused, never dropped; every other device is one host in
+both."""
 
 from racklift.inventory import build_inventory
 from racklift.netbox.identity import AMBIGUOUS
@@ -42,9 +43,13 @@ def test_the_model_and_the_inventory_agree_host_by_host():
     (unnamed,) = [h for h in model if h.netbox_id == 4]
     assert unnamed.name == "device-4" and "name" in _problems(unnamed)
 
+    # Only a usable name makes an Ansible host: the unnamed device is refused too (its
+    # device-4 could be a real device's name), and every device is one or the other.
     inventory = build_inventory(hosts)
-    assert set(inventory["_meta"]["hostvars"]) == {"gpu-002", "device-4"}
-    refused = inventory["_meta"]["racklift_refused"]
-    assert sorted(d["netbox_id"] for d in refused) == [1, 2, 5, 6, 7]
-    assert all(any(AMBIGUOUS in p for p in d["problems"]) for d in refused)
-    assert "device-4" in inventory["racklift_incomplete"]["hosts"]
+    assert set(inventory["_meta"]["hostvars"]) == {"gpu-002"}
+    refused = {d["netbox_id"]: d["problems"] for d in inventory["_meta"]["racklift_refused"]}
+    assert sorted(refused) == [1, 2, 4, 5, 6, 7]
+    assert all(any(AMBIGUOUS in p for p in refused[i]) for i in (1, 2, 5, 6, 7))
+    assert any("name: the device has no name" in p for p in refused[4])
+    # PP:MDF is also no host name, and says so.
+    assert any("'PP:MDF' is not a host name" in p for p in refused[5])

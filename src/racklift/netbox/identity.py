@@ -11,6 +11,13 @@ from racklift.netbox.expected import Problem
 Json = dict[str, Any]
 
 AMBIGUOUS = "name.ambiguous"  # the field of a name several selected devices share
+# A host with a problem in one of these fields has no name racklift can use as its identity
+# (none, shared, or no host name): it is no Ansible host and no selection takes it.
+IDENTITY_FIELDS = frozenset({AMBIGUOUS, "name"})
+
+
+def has_identity(problems: Iterable[Problem]) -> bool:
+    return not any(p.field in IDENTITY_FIELDS for p in problems)
 
 
 def name_problems(devices: Iterable[Json]) -> dict[int, list[Problem]]:

@@ -9,8 +9,10 @@ import ast
 import json
 import re
 import shutil
+import socket
 import subprocess
 import sys
+import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
@@ -18,8 +20,11 @@ from pathlib import Path
 import pytest
 
 from racklift.facts.observed import IbLink
+from racklift.facts.parsers.dcgmi import parse_dcgmi_diag
 from racklift.facts.parsers.ibnetdiscover import parse_ibnetdiscover
+from racklift.facts.parsers.nccl_tests import parse_nccl_tests
 from racklift.facts.parsers.nvlink_errors import parse_nvidia_smi_nvlink_errors
+from racklift.facts.parsers.perftest import parse_perftest_bw
 from racklift.facts.parsers.topology import parse_nvidia_smi_nvlink, parse_nvidia_smi_topo
 from racklift.lab import hwemu
 from racklift.lab.hwemu import nvidia_smi
@@ -665,6 +670,43 @@ def _fabric(p: hwemu.Profile) -> dict[str, IbLink]:
             if link.node_type == "ca"}
 
 
+def _dcgm_failed(p: hwemu.Profile, level: int) -> set[tuple[str, int]]:
+    """The tests dcgmi diag fails at `level`, with the GPUs they fail on."""
+    return {(t.name, gpu) for t in parse_dcgmi_diag(hwemu.dcgmi_diag(p, level)).failed
+            for gpu, result in t.gpus if result == "Fail"}
+
+
+def _busbw(p: hwemu.Profile) -> float:
+    run = hwemu.parse_all_reduce_perf(["-b", "128M", "-e", "4G", "-f", "2", "-g", "8"])
+    return parse_nccl_tests(hwemu.all_reduce_perf_output(p, run, 1)).avg_busbw
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ib_write_bw_pair(server: hwemu.Profile, client: hwemu.Profile,
+                     *args: str) -> tuple[str, str]:
+    """Both ends' output of one ib_write_bw run over TCP on 127.0.0.1, in this process."""
+    tool, port, out = hwemu.TOOLS["ib_write_bw"], str(free_port()), {}
+    serving = threading.Thread(target=lambda: out.update(
+        server=tool(server, [*args, "-p", port])))
+    serving.start()
+    try:
+        measured = tool(client, [*args, "-p", port, "127.0.0.1"])
+    finally:
+        serving.join(timeout=30)
+    return measured, out["server"]
+
+
+def _rdma_gbps(p: hwemu.Profile, device: str) -> float:
+    """A loopback pair on one port: as ib_write_bw's client prints it."""
+    client, _ = ib_write_bw_pair(p, p, "-d", device, "--report_gbits")
+    return parse_perftest_bw(client).rows[0].average_gbps
+
+
 FAULT_CHECKS: dict[str, Callable[[hwemu.Profile, hwemu.Profile], bool]] = {
     "gpu-missing": lambda p, _h: _check_gpu_missing(p),
     "gpu-lost": lambda p, _h: "Unable to determine the device handle for GPU 0000:AB:00.0: "
@@ -694,6 +736,10 @@ FAULT_CHECKS: dict[str, Callable[[hwemu.Profile, hwemu.Profile], bool]] = {
     # The in-band cable is real (racklift.lab.leaf moves it; test_lab sees it in lldpd): the
     # profile only records the fault, so that heal puts the cable back.
     **{kind: lambda p, _h, kind=kind: kind in p.faults for kind in hwemu.ETHERNET_FAULTS},
+    # Load-only: acceptance's tools show them (test_hwemu_acceptance has the details).
+    "hbm-fail": lambda p, _h: _dcgm_failed(p, 2) == {("GPU Memory", 4)},
+    "nvlink-slow": lambda p, _h: _busbw(p) < 350,
+    "rail-slow": lambda p, _h: _rdma_gbps(p, "mlx5_3") < 150,
 }
 
 
@@ -985,6 +1031,24 @@ def test_lab_cli_with_a_lost_gpu_names_it_and_exits_15(lab_host: dict,
     assert (summary.returncode, summary.stdout) == (15, line + "\n")
     listing = lab_host["run"]("nvidia-smi", "-L").stdout.splitlines()
     assert listing[5] == line and len(listing) == 8
+
+
+def test_lab_cli_acceptance_tools(lab_host: dict, profile: hwemu.Profile) -> None:
+    """dcgmi, all_reduce_perf and an ib_write_bw pair on the lab hosts' Python, through their
+    links: the server in the background, its client over TCP."""
+    run = lab_host["run"]
+    diag = run("dcgmi", "diag", "-r", "1")
+    assert (diag.returncode, diag.stdout) == (0, hwemu.dcgmi_diag(profile, 1))
+    nccl = run("all_reduce_perf", "-b", "8", "-e", "128M", "-f", "2", "-g", "8")
+    assert nccl.returncode == 0 and parse_nccl_tests(nccl.stdout).ranks == 8
+    port = str(free_port())
+    server = subprocess.Popen([str(_system_python()), "-I", str(lab_host["bin"] / "ib_write_bw"),
+                               "-d", "mlx5_0", "-p", port], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=lab_host["env"])
+    client = run("ib_write_bw", "-d", "mlx5_0", "-p", port, "127.0.0.1")
+    served, _ = server.communicate(timeout=60)
+    assert (client.returncode, server.returncode) == (0, 0), client.stderr
+    assert parse_perftest_bw(client.stdout).rows == parse_perftest_bw(served).rows
 
 
 def test_hwemu_imports_only_stdlib_and_itself() -> None:

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from collections.abc import Callable
 
+from .command import ToolExit
+from .dcgm import dcgmi
 from .dmi import (
     _DMI_STRING_KEYWORDS,
     _DMI_TYPE_KEYWORDS,
@@ -20,6 +22,7 @@ from .faults import FAULTS, heal, inject
 from .generate import generate_profile
 from .infiniband import _sorted_hcas, ibstat, ibv_devinfo
 from .kernel import dmesg, write_sysfs
+from .nccl_tests import all_reduce_perf
 from .nvidia_smi import (
     _select_gpus,
     nvidia_smi_list,
@@ -28,6 +31,7 @@ from .nvidia_smi import (
     nvidia_smi_version,
     nvidia_smi_xml,
 )
+from .perftest import ib_write_bw
 from .profile import (
     DPKG_QUERY,
     NVIDIA_SMI_NO_DRIVER,
@@ -41,19 +45,13 @@ from .query_gpu import InvalidQueryField, nvidia_smi_query
 from .topology import nvidia_smi_nvlink, nvidia_smi_nvlink_errors, nvidia_smi_topo
 
 
-class _Exit(Exception):
-    def __init__(self, code: int, stdout: str = "", stderr: str = "") -> None:
-        super().__init__(code)
-        self.code, self.stdout, self.stderr = code, stdout, stderr
-
-
 def _opt_value(args: list[str], i: int) -> tuple[str, int]:
     """Value of ``--name=V`` / ``--name V`` / ``-n V`` at args[i]; returns (value, next i)."""
     arg = args[i]
     if "=" in arg and arg.startswith("--"):
         return arg.split("=", 1)[1], i + 1
     if i + 1 >= len(args):
-        raise _Exit(2, NVSMI_BAD_ARGS)
+        raise ToolExit(2, NVSMI_BAD_ARGS)
     return args[i + 1], i + 2
 
 
@@ -68,10 +66,10 @@ def _cli_nvidia_smi(p: Profile, args: list[str]) -> str:
     # Without a driver package a real host has no nvidia-smi at all; this link stays in PATH,
     # so it answers as nvidia-smi does when no driver is loaded.
     if not p.driver_version:
-        raise _Exit(9, NVIDIA_SMI_NO_DRIVER + "\n\n")
+        raise ToolExit(9, NVIDIA_SMI_NO_DRIVER + "\n\n")
     output = _nvidia_smi_output(p, args)
     if any(g.lost for g in p.gpus) and "--version" not in args:
-        raise _Exit(NVSMI_GPU_LOST, output)
+        raise ToolExit(NVSMI_GPU_LOST, output)
     return output
 
 
@@ -83,7 +81,7 @@ def _nvidia_smi_output(p: Profile, args: list[str]) -> str:
             return nvidia_smi_nvlink(p)
         if args in (["nvlink", "-e"], ["nvlink", "--errorcounters"]):
             return nvidia_smi_nvlink_errors(p)
-        raise _Exit(2, NVSMI_BAD_ARGS)
+        raise ToolExit(2, NVSMI_BAD_ARGS)
     query = xml = list_gpus = version = False
     query_gpu: str | None = None
     fmt: str | None = None
@@ -106,11 +104,11 @@ def _nvidia_smi_output(p: Profile, args: list[str]) -> str:
         elif a in ("-i", "--id") or a.startswith("--id="):
             ids, i = _opt_value(args, i)
         else:
-            raise _Exit(2, NVSMI_BAD_ARGS)
+            raise ToolExit(2, NVSMI_BAD_ARGS)
     try:
         gpus = _select_gpus(p, ids)
     except LookupError as exc:
-        raise _Exit(6, f"No devices were found matching the id: {exc.args[0]}\n") from None
+        raise ToolExit(6, f"No devices were found matching the id: {exc.args[0]}\n") from None
     if version:
         return nvidia_smi_version(p)
     if list_gpus and not (query or xml or query_gpu):
@@ -118,18 +116,18 @@ def _nvidia_smi_output(p: Profile, args: list[str]) -> str:
     if query_gpu is not None:
         opts = [o.strip() for o in (fmt or "").split(",") if o.strip()]
         if "csv" not in opts or query or xml:
-            raise _Exit(2, NVSMI_BAD_ARGS)
+            raise ToolExit(2, NVSMI_BAD_ARGS)
         try:
             return nvidia_smi_query(p, query_gpu.split(","), "noheader" in opts,
                                     "nounits" in opts, gpus)
         except InvalidQueryField as exc:
-            raise _Exit(2, f"{exc}\n\n") from None
+            raise ToolExit(2, f"{exc}\n\n") from None
     if fmt is not None:
-        raise _Exit(2, NVSMI_BAD_ARGS)
+        raise ToolExit(2, NVSMI_BAD_ARGS)
     if query:
         return nvidia_smi_xml(p, gpus) if xml else nvidia_smi_q(p, gpus)
     if xml:
-        raise _Exit(2, NVSMI_BAD_ARGS)
+        raise ToolExit(2, NVSMI_BAD_ARGS)
     return nvidia_smi_summary(p)
 
 
@@ -139,14 +137,14 @@ def _cli_ibstat(p: Profile, args: list[str]) -> str:
     if args and args[0] in ("-p", "--port_list"):
         return "".join(h.port_guid + "\n" for h in _sorted_hcas(p))
     if any(a.startswith("-") for a in args) or len(args) > 2:
-        raise _Exit(255, "", "Usage: ibstat [-d(ebug) -l(ist_of_cas) -s(hort) -p(ort_list) "
+        raise ToolExit(255, "", "Usage: ibstat [-d(ebug) -l(ist_of_cas) -s(hort) -p(ort_list) "
                             "-V(ersion)] <ca_name> [portnum]\n")
     ca = args[0] if args else None
     port = int(args[1]) if len(args) > 1 and args[1].isdigit() else None
     try:
         return ibstat(p, ca, port)
     except LookupError:
-        raise _Exit(255, "", f"ibpanic: [{os.getpid()}] main: stat of IB device '{ca}' failed: "
+        raise ToolExit(255, "", f"ibpanic: [{os.getpid()}] main: stat of IB device '{ca}' failed: "
                              "No such file or directory\n") from None
 
 
@@ -164,17 +162,17 @@ def _cli_ibv_devinfo(p: Profile, args: list[str]) -> str:
             elif i + 1 < len(args):
                 device, i = args[i + 1], i + 2
             else:
-                raise _Exit(1, "", "ibv_devinfo: option requires an argument -- 'd'\n")
+                raise ToolExit(1, "", "ibv_devinfo: option requires an argument -- 'd'\n")
         else:
-            raise _Exit(1, "", f"ibv_devinfo: unrecognized option '{a}'\n")
+            raise ToolExit(1, "", f"ibv_devinfo: unrecognized option '{a}'\n")
     try:
         return ibv_devinfo(p, device)
     except LookupError:
-        raise _Exit(255, "", f"IB device '{device}' wasn't found\n") from None
+        raise ToolExit(255, "", f"IB device '{device}' wasn't found\n") from None
 
 
-def _dmi_usage_error(kind: str, bad: str, valid: list[str]) -> _Exit:
-    return _Exit(2, "", f"Invalid {kind} keyword: {bad}\nValid {kind} keywords are:\n"
+def _dmi_usage_error(kind: str, bad: str, valid: list[str]) -> ToolExit:
+    return ToolExit(2, "", f"Invalid {kind} keyword: {bad}\nValid {kind} keywords are:\n"
                         + "".join(f"  {v}\n" for v in valid))
 
 
@@ -187,21 +185,21 @@ def _cli_dmidecode(p: Profile, args: list[str]) -> str:
         a, value = a.split("=", 1)
     if a in ("-t", "--type"):
         if value is None:
-            raise _Exit(2, "", "dmidecode: option requires an argument -- 't'\n")
+            raise ToolExit(2, "", "dmidecode: option requires an argument -- 't'\n")
         try:
             return dmidecode(p, value)
         except ValueError:
             raise _dmi_usage_error("type", value, list(_DMI_TYPE_KEYWORDS)) from None
     if a in ("-s", "--string"):
         if value is None:
-            raise _Exit(2, "", "dmidecode: option requires an argument -- 's'\n")
+            raise ToolExit(2, "", "dmidecode: option requires an argument -- 's'\n")
         try:
             return dmidecode_string(p, value)
         except ValueError:
             raise _dmi_usage_error("string", value, list(_DMI_STRING_KEYWORDS)) from None
     if a in ("-V", "--version"):
         return DMIDECODE_VERSION + "\n"
-    raise _Exit(2, "", f"dmidecode: unrecognized option '{a}'\n")
+    raise ToolExit(2, "", f"dmidecode: unrecognized option '{a}'\n")
 
 
 def _cli_dmesg(p: Profile, args: list[str]) -> str:
@@ -212,13 +210,14 @@ def _cli_dmesg(p: Profile, args: list[str]) -> str:
             msg = f"dmesg: unrecognized option '{a}'\n"
         else:
             msg = f"dmesg: invalid option -- '{a.lstrip('-')[:1]}'\n"
-        raise _Exit(1, "", msg + "Try 'dmesg --help' for more information.\n")
+        raise ToolExit(1, "", msg + "Try 'dmesg --help' for more information.\n")
     return dmesg(p)
 
 
 def _cli_ibnetdiscover(p: Profile, args: list[str]) -> str:
     if args:
-        raise _Exit(1, "", f"ibnetdiscover: the lab emulates the plain map only, not {args[0]}\n")
+        raise ToolExit(1, "", "ibnetdiscover: the lab emulates the plain map only, not "
+                              f"{args[0]}\n")
     return ibnetdiscover(p)
 
 
@@ -229,6 +228,10 @@ TOOLS: dict[str, Callable[[Profile, list[str]], str]] = {
     "ibv_devinfo": _cli_ibv_devinfo,
     "dmidecode": _cli_dmidecode,
     "dmesg": _cli_dmesg,
+    # What the acceptance stage runs under load.
+    "dcgmi": dcgmi,
+    "all_reduce_perf": all_reduce_perf,
+    "ib_write_bw": ib_write_bw,
 }
 
 
@@ -256,7 +259,7 @@ def _run_tool(name: str, args: list[str]) -> int:
         return 1
     try:
         sys.stdout.write(TOOLS[name](profile, args))
-    except _Exit as exc:
+    except ToolExit as exc:
         sys.stdout.write(exc.stdout)
         sys.stderr.write(exc.stderr)
         sys.stdout.flush()

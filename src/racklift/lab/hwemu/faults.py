@@ -191,6 +191,34 @@ def _driver_version_wrong(p: Profile) -> None:
     _set_driver(p, WRONG_DRIVER)
 
 
+# Faults that only load shows: nvidia-smi, ibstat and the kernel log stay clean, so the gate
+# passes the host and acceptance (dcgmi diag, all_reduce_perf, ib_write_bw) must catch them.
+
+
+def _hbm_fail(p: Profile) -> None:
+    """GPU 4's HBM fails DCGM's memory test (levels 2 and up) while its ECC and row-remap
+    counters still read clean."""
+    g = _gpu(p, 4)
+    if g is not None:
+        g.memory_test_fails = True
+
+
+def _nvlink_slow(p: Profile) -> None:
+    """GPU 6's NVLinks retrain under traffic: an all-reduce gets some 30% of its bus
+    bandwidth, while every link reads up in nvlink -s."""
+    g = _gpu(p, 6)
+    if g is not None:
+        g.nvlink_load_factor = 0.3
+
+
+def _rail_slow(p: Profile) -> None:
+    """mlx5_3's link degrades under traffic: ib_write_bw gets some 30% of its line rate, from
+    either end of a pair, while ibstat shows it Active at 400."""
+    h = _hca(p, "mlx5_3")
+    if h is not None:
+        h.load_factor = 0.3
+
+
 def _fault(name: str, apply: Callable[[Profile], None]) -> Callable[[Profile], Profile]:
     def run(profile: Profile) -> Profile:
         p = copy.deepcopy(profile)
@@ -225,6 +253,9 @@ FAULTS: dict[str, Callable[[Profile], Profile]] = {
         *((kind, _at_the_leaf) for kind in ETHERNET_FAULTS),
         ("wrong-system-serial", _wrong_system_serial),
         ("driver-version-wrong", _driver_version_wrong),
+        ("hbm-fail", _hbm_fail),
+        ("nvlink-slow", _nvlink_slow),
+        ("rail-slow", _rail_slow),
     )
 }
 

@@ -204,6 +204,11 @@ class GPU:
     # Links whose error counters rise (a marginal link retraining): link number → replay errors
     # per second, counted from the Unix epoch so every run of the tool reads more.
     nvlink_errors_per_s: dict[str, float] = field(default_factory=dict)
+    # What shows only under load, in the acceptance tools (dcgm.py, nccl_tests.py): DCGM's
+    # memory test fails on it; the share of its NVLink bandwidth an all-reduce gets (below 1: a
+    # link that retrains under traffic while nvlink -s shows every link up).
+    memory_test_fails: bool = False
+    nvlink_load_factor: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -249,6 +254,9 @@ class HCAPort:
     peer_port: int = 0
     link_width: str = "4x"
     link_speed: str = "NDR"
+    # The share of its line rate the port carries under load (ib_write_bw, perftest.py); below
+    # 1: a link that degrades under traffic while ibstat shows it Active at full rate.
+    load_factor: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -10,7 +10,8 @@ HERE = Path(__file__).resolve().parent
 # Tiers (pyproject.toml's markers) beyond unit and netbox, which are applied here: an
 # integration module names its own with `pytestmark`.
 TIERS = ("netbox", "containers", "vm", "molecule", "slurm", "ansible")
-NETBOX_FIXTURES = {"instance", "settings", "netbox", "empty_netbox", "seeded_netbox"}
+NETBOX_FIXTURES = {"instance", "settings", "netbox", "empty_netbox", "seeded_netbox",
+                   "demo_data_netbox"}
 
 
 def pytest_collection_modifyitems(config, items):

@@ -10,6 +10,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -18,7 +19,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import requests
@@ -73,6 +74,9 @@ class NetBoxInstance:
     port: int = 8001
     redis_port: int = 6379
     redis_base: int = 0  # this instance uses Redis databases redis_base and redis_base + 1
+    # A NetBox SQL dump to start from (someone else's data, loaded and migrated once); None:
+    # an empty migrated NetBox.
+    data: Path | None = None
 
     @classmethod
     def from_env(cls, name: str = "lab", port: int = 8001, redis_base: int = 0) -> NetBoxInstance:
@@ -172,13 +176,22 @@ def ensure_netbox_installed() -> Path:
     return venv
 
 
-def dump_path() -> Path:
-    return cache_dir() / "netbox" / f"netbox-{NETBOX_VERSION}-r{DUMP_RECIPE}.dump"
+def dump_path(data: Path | None = None) -> Path:
+    """The cached migrated dump: of an empty NetBox, or of `data` loaded (keyed by its
+    content, so other data is another dump)."""
+    name = f"netbox-{NETBOX_VERSION}-r{DUMP_RECIPE}"
+    if data is not None:
+        name += f"-{data.stem}-{hashlib.sha256(data.read_bytes()).hexdigest()[:10]}"
+    return cache_dir() / "netbox" / f"{name}.dump"
 
 
-def _template_database() -> str:
-    digest = hashlib.sha256(dump_path().name.encode()).hexdigest()[:10]
+def _template_database(dump: Path) -> str:
+    digest = hashlib.sha256(dump.name.encode()).hexdigest()[:10]
     return f"racklift_tpl_{digest}"
+
+
+# A dump's objects belong to its own database role; here they are the lab role's.
+_OWNER = re.compile(r"^(ALTER .* OWNER TO )\S+;$", re.MULTILINE)
 
 
 def _write_configuration(root: Path, database: str, pg: services.Postgres,
@@ -209,12 +222,13 @@ def _manage(venv: Path, root: Path, *args: str, log: Path) -> None:
 
 
 def ensure_dump(pg: services.Postgres, instance: NetBoxInstance) -> Path:
-    """The migrated database with the lab admin and token, dumped once and cached."""
-    path = dump_path()
+    """The migrated database (with the instance's data, if any) with the lab admin and token,
+    dumped once and cached."""
+    path = dump_path(instance.data)
     if path.exists():
         return path
     venv = ensure_netbox_installed()
-    with _lock("netbox-dump"):
+    with _lock(f"netbox-dump-{path.stem}"):
         if path.exists():
             return path
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -226,6 +240,10 @@ def ensure_dump(pg: services.Postgres, instance: NetBoxInstance) -> Path:
         pg.drop_database(build_db)
         pg.sql(f'CREATE DATABASE "{build_db}"')
         started = time.monotonic()
+        if instance.data is not None:
+            _say(f"loading {instance.data.name} (once)")
+            pg.load_sql(build_db, _OWNER.sub(rf"\g<1>{services.PG_ROLE};",
+                                             instance.data.read_text()))
         _say(f"migrating a new NetBox database (once; about 5 min); log: {log}")
         _manage(venv, build_root, "migrate", "--no-input", log=log)
         _manage(venv, build_root, "shell", "-c", _BOOTSTRAP_ADMIN, log=log)
@@ -236,7 +254,7 @@ def ensure_dump(pg: services.Postgres, instance: NetBoxInstance) -> Path:
 
 
 def _ensure_template(pg: services.Postgres, dump: Path) -> str:
-    template = _template_database()
+    template = _template_database(dump)
     with _lock("netbox-template"):
         if not pg.database_exists(template):
             pg.restore(dump, template)
@@ -296,8 +314,7 @@ def up(instance: NetBoxInstance) -> UpResult:
     pg = services.ensure_postgres()
     services.ensure_redis(instance.redis_port, state_dir() / "redis")
     venv = ensure_netbox_installed()
-    dump = ensure_dump(pg, instance)
-    template = _ensure_template(pg, dump)
+    template = _ensure_template(pg, ensure_dump(pg, instance))
     if not pg.database_exists(instance.database):
         pg.clone_database(template, instance.database)
     instance.root.mkdir(parents=True, exist_ok=True)
@@ -363,19 +380,32 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
-def reset(instance: NetBoxInstance, snapshot: str | None = None) -> float:
-    """Swap the instance's database for a fresh copy of the migrated template (or a snapshot)
-    and empty its Redis databases. Returns the seconds it took."""
+def reset(instance: NetBoxInstance, snapshot: str | None = None,
+          data: Path | None = None) -> float:
+    """Swap the instance's database for a fresh copy of the migrated template (or a snapshot,
+    or `data` loaded and migrated: someone else's NetBox) and empty its Redis databases.
+    Returns the seconds it took."""
     started = time.monotonic()
     pg = services.ensure_postgres()
     source = instance.snapshot_database(snapshot) if snapshot else _ensure_template(
-        pg, ensure_dump(pg, instance))
+        pg, ensure_dump(pg, replace(instance, data=data) if data else instance))
     if not pg.database_exists(source):
         raise LabError(f"no snapshot '{snapshot}' of the {instance.name} NetBox: "
                        "take one with netbox.snapshot first")
     pg.drop_database(instance.database)
     pg.clone_database(source, instance.database)
     services.redis_flush(instance.redis_port, instance.redis_dbs)
+    return time.monotonic() - started
+
+
+def switch_data(instance: NetBoxInstance, data: Path | None) -> float:
+    """`reset` to other data (None: an empty NetBox), with the server restarted around it: its
+    workers keep Django's content types in memory, and another database numbers them otherwise.
+    Returns the seconds it took."""
+    started = time.monotonic()
+    down(instance)
+    reset(instance, data=data)
+    up(instance)
     return time.monotonic() - started
 
 

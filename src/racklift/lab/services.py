@@ -100,6 +100,14 @@ class Postgres:
         )
         self.sql(f'CREATE DATABASE "{target}" TEMPLATE "{source}"')
 
+    def load_sql(self, database: str, text: str) -> None:
+        """Run a plain-SQL dump into `database`, stopping at the first error."""
+        result = subprocess.run([*self._args("psql", database), "-v", "ON_ERROR_STOP=1",
+                                 "-qX", "-f", "-"], input=text, env=self.env,
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            raise LabError(f"loading SQL into {database} failed: {result.stderr.strip()[-800:]}")
+
     def dump(self, database: str, path: Path) -> None:
         tmp = path.with_suffix(".partial")
         subprocess.run([*self._args("pg_dump", database), "-Fc", "-f", str(tmp)],

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from racklift.errors import RackliftError
 from racklift.netbox.client import NetBox
+from racklift.netbox.desired import CONTEXT_KEY, has_software
 from racklift.netbox.expected import GPU_ROLE
 
 TAG_MANAGED = "racklift"
@@ -58,3 +60,27 @@ def bootstrap(netbox: NetBox) -> list[BootstrapResult]:
     # fail here, early, if this token may not read them.
     netbox.count("extras/journal-entries", {"assigned_object_type": "dcim.device"})
     return results
+
+
+# A context that states nothing is managed yet: every version null. It needs no guess (a driver
+# branch, a provisioning interface would be one), and the operator fills it in.
+UNMANAGED = {"nvidia_driver": {"version": None}, "ofed": {"version": None},
+             "container_toolkit": {"version": None}, "registry_mirror": {"url": None}}
+
+
+def ensure_role_context(netbox: NetBox, role: str) -> BootstrapResult:
+    """A racklift config context scoped to the device role, unless one that says anything of
+    racklift's already applies to it; never changes an existing one."""
+    found = netbox.get_all("dcim/device-roles", {"slug": role}, fields=("id", "slug"))
+    if not found:
+        raise RackliftError(f"no device role {role!r} in NetBox: --role takes a role's slug")
+    name = f"racklift-{role}"
+    existing = netbox.get_all("extras/config-contexts", {"device_role_id": found[0]["id"]})
+    if any(has_software((c.get("data") or {}).get(CONTEXT_KEY)) for c in existing):
+        return BootstrapResult("extras/config-contexts", name, False)
+    netbox.create("extras/config-contexts", [{
+        "name": name, "weight": 1000, "roles": [found[0]["id"]],
+        "data": {CONTEXT_KEY: UNMANAGED},
+        "description": "racklift: nothing managed yet; set the driver and OFED versions, the "
+                       "container toolkit and the registry mirror here"}])
+    return BootstrapResult("extras/config-contexts", name, True)

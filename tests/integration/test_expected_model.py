@@ -1,7 +1,8 @@
 """Seed → read back the expected model from the real NetBox, field by field."""
 
 from racklift.lab import seed
-from racklift.netbox.bootstrap import ROLE_GPU_SERVER
+from racklift.netbox.adoption import adoption_report
+from racklift.netbox.bootstrap import ROLE_GPU_SERVER, ensure_role_context
 from racklift.netbox.reader import Selection, read_hosts
 
 SERVERS = (ROLE_GPU_SERVER,)  # a rack holds its leaf switches too
@@ -73,3 +74,21 @@ def test_interrupted_seed_is_finished_by_a_rerun(empty_netbox):
                               "ip addresses": 16, "cables": 80}
     hosts = read_hosts(empty_netbox, Selection(roles=SERVERS))
     assert len(hosts) == 16 and not any(h.problems for h in hosts)
+
+
+def test_the_adoption_report_on_the_seed_finds_the_servers_ready(seeded_netbox):
+    """The seed's GPU servers lack nothing; its switches are no GPU servers and say so; with
+    --apply, the role that has a racklift context gets no second one."""
+    servers = adoption_report(read_hosts(seeded_netbox, Selection(sites=("lab1",),
+                                                                  roles=SERVERS)))
+    assert (servers.devices, len(servers.ready), servers.gaps) == (8, 8, {})
+    everything = adoption_report(read_hosts(seeded_netbox, Selection(sites=("lab1",))))
+    assert everything.devices == 17 and len(everything.ready) == 8
+    (switches,) = [t for t in everything.types if t.model == "MSN4600C"]
+    assert switches.ready == 0 and switches.gaps["config_context.racklift"] == switches.devices
+    contexts = seeded_netbox.count("extras/config-contexts")
+    assert not ensure_role_context(seeded_netbox, ROLE_GPU_SERVER).created
+    assert ensure_role_context(seeded_netbox, seed.SWITCH_ROLE).created
+    assert seeded_netbox.count("extras/config-contexts") == contexts + 1
+    switch = read_hosts(seeded_netbox, Selection(roles=(seed.SWITCH_ROLE,)))[0]
+    assert "config_context.racklift" not in {p.field for p in switch.problems}

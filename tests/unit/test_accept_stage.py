@@ -72,6 +72,15 @@ def test_ports_are_paired_on_the_switch_their_cable_ends_at_or_on_their_own_name
     uncabled = replace(HOST, interfaces=tuple(replace(i, peer=None) for i in HOST.interfaces),
                        parsed=None)
     assert {p.rail for p in rail_ports(uncabled)} == {f"mlx5_{i}" for i in range(8)}
+    # Named by netdev, the CA in the label: ib_write_bw takes the CA. A label that is prose
+    # (the seed's "ConnectX-7 mlx5_0") is no device name.
+    netdev = replace(HOST, interfaces=tuple(
+        replace(i, name=f"ibp{n}s0", label=i.name) if i.is_infiniband else i
+        for n, i in enumerate(HOST.interfaces)), parsed=None)
+    assert sorted(p.port for p in rail_ports(netdev)) == [f"mlx5_{i}" for i in range(8)]
+    prose = replace(HOST, interfaces=tuple(
+        replace(i, label=f"ConnectX-7 {i.name}") for i in HOST.interfaces), parsed=None)
+    assert rail_ports(prose)[0].port == "mlx5_0"
 
 
 def test_the_summary_names_the_figures_against_their_thresholds():

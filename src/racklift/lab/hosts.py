@@ -179,7 +179,9 @@ def _run_container(image: str, host: seed.HostPlan, key: Path, net: LabNet,
         # The vendor repositories' stand-in (NVIDIA's cannot be reached from here).
         "--label", f"{STANDIN_LABEL}={standin.name}",
         "--mount", f"type=bind,src={standin},dst=/srv/racklift-standin,ro=true",
-        "--memory", "256m", image)
+        # Room for the acceptance tests' emulated tools: eight ib_write_bw servers at once
+        # are eight Python processes here (the real one is a small C program).
+        "--memory", "512m", image)
 
 
 def observed_identity(name: str, net: LabNet = LAB) -> tuple[str, str]:

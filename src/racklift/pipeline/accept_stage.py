@@ -8,6 +8,7 @@ an output that cannot be read fails that host's test alone, naming it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -41,9 +42,11 @@ CLIENT_TASK = "Run the ib_write_bw clients"
 MAX_OUTPUT = 4 * 2**20  # what a test may print; a longer output is refused, not read
 TCP_PORT = 18515  # perftest's own; the n-th pair of a round takes the n-th port from it
 ACCEPTANCE_FIELD = "racklift_acceptance"
-# How long the tests run (all_reduce_perf's largest message, ib_write_bw's seconds) and how
-# long one may take before it is stopped.
-NCCL_MAX_BYTES = "8G"
+DEVICE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")  # an RDMA device: mlx5_0, irdma1
+# What the tests run (all_reduce_perf's message sizes: large ones, whose average bus bandwidth
+# is the board's and not latency; ib_write_bw's seconds) and how long one may take before it
+# is stopped.
+NCCL_SIZES = ("1G", "8G")
 RDMA_SECONDS = 5
 RDMA_TIMEOUT = 120
 
@@ -87,10 +90,12 @@ class HostAcceptance:
 
 
 def rail_ports(host: ExpectedHost) -> list[RailPort]:
-    """The host's HCA ports as the RDMA test pairs them: each on the switch its NetBox cable
-    ends at, or, uncabled, on a rail of its own name (rail-optimised hosts cable HCA i to
-    rail i)."""
-    return [RailPort(host.name, i.name, i.peer.device if i.peer else i.name)
+    """The host's HCA ports as the RDMA test pairs them: each the CA ib_write_bw -d takes (the
+    interface's label where it is a device name, as where NetBox names ports by netdev, else
+    its name), on the switch its NetBox cable ends at or, uncabled, on a rail of its own name
+    (rail-optimised hosts cable HCA i to rail i)."""
+    return [RailPort(host.name, i.label if i.label and DEVICE_NAME.fullmatch(i.label) else i.name,
+                     i.peer.device if i.peer else i.name)
             for i in host.ib_ports]
 
 
@@ -140,7 +145,7 @@ def judge_local(host: ExpectedHost, want: Acceptance,
                            f"failed {', '.join(failed)}" if failed else "pass"}
     if want.nccl_busbw is not None:
         nccl, unread = _read(parse_nccl_tests, results.get(NCCL_TASK), "accept.nccl.busbw",
-                             "all_reduce_perf")
+                             f"all_reduce_perf -b {NCCL_SIZES[0]} -e {NCCL_SIZES[1]} -f 2")
         mismatches += unread
         figures["nccl_busbw"] = nccl.avg_busbw if nccl else None
     # What could not be read is said above; judge what could.
@@ -174,7 +179,7 @@ class _Runner:
             "accept.yml", names, self.netbox.settings, artifacts=self.run_dir / "ansible",
             ident=f"{self.ident}-{part}-{self.runs}", on_event=self.on_event, capture=capture,
             extravars={**self.extravars, "racklift_accept_part": part,
-                       "racklift_accept_nccl_max_bytes": NCCL_MAX_BYTES,
+                       "racklift_accept_nccl_sizes": list(NCCL_SIZES),
                        "racklift_accept_rdma_seconds": RDMA_SECONDS,
                        "racklift_accept_rdma_timeout": RDMA_TIMEOUT, **variables})
 

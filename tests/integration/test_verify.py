@@ -180,6 +180,47 @@ def test_active_hosts_are_only_reported_without_the_flag(netbox, settings, lab):
     hardware.heal([name], macs(netbox, [name]), settings, NET)
 
 
+def netdev(pci_bus_id: str) -> str:
+    """The InfiniBand netdev name udev gives a port at this PCI address (0000:1a:00.0 →
+    ibp26s0), as real NetBoxes name HCA ports."""
+    bus = int(pci_bus_id.split(":")[1], 16)
+    return f"ibp{bus}s0"
+
+
+def wwn(guid: str) -> str:
+    """A GUID as NetBox's WWN field takes it (EUI-64, colon-separated)."""
+    digits = guid.removeprefix("0x").rjust(16, "0")
+    return ":".join(digits[i:i + 2] for i in range(0, 16, 2))
+
+
+def test_ports_netbox_names_by_netdev_are_matched_by_guid_or_label(netbox, lab):
+    """A real NetBox names HCA ports by netdev and keeps the port GUID in WWN (the first host)
+    or the CA in the label (the second): the gate matches each observed CA to its NetBox port by
+    GUID, else label, reads its link and cable through it, and passes both hosts."""
+    by_guid, by_label = lab.hosts[0].name, lab.hosts[1].name
+    saved = []
+    for name, keep in ((by_guid, "wwn"), (by_label, "label")):
+        cas = {h.ca: h for h in hardware.load(name, NET).hcas}
+        ports = netbox.get_all("dcim/interfaces", {"device": name, "type": "infiniband-ndr"})
+        saved += [{"id": i["id"], "name": i["name"], "label": i["label"], "wwn": i["wwn"]}
+                  for i in ports]
+        netbox.update("dcim/interfaces", [{
+            "id": i["id"], "name": netdev(cas[i["name"]].pci_bus_id),
+            "label": i["name"] if keep == "label" else "",
+            "wwn": wwn(cas[i["name"]].port_guid) if keep == "wwn" else None} for i in ports])
+    try:
+        records = {h.name: h for h in read_hosts(netbox, SELECT)}
+        assert {i.name for i in records[by_guid].ib_ports} == {
+            netdev(h.pci_bus_id) for h in hardware.load(by_guid, NET).hcas}
+        run = verify(netbox, SELECT)
+        by_host = {v.host: v for v in run.verdicts}
+        for name in (by_guid, by_label):
+            assert by_host[name].passed, by_host[name].failures
+            assert not by_host[name].warnings, by_host[name].warnings
+    finally:
+        netbox.update("dcim/interfaces", saved)
+
+
 def test_unreachable_and_incomplete_hosts_fail_with_their_reason(netbox, lab):
     down, incomplete = lab.hosts[2], lab.hosts[3]
     podman.podman("stop", "-t", "1", down.name)

@@ -25,7 +25,8 @@ def demo(c):
     """The built-in lab end to end: NetBox with the demo rack R01 (8 GPU servers, their
     expected state), then a lab rack L01 of 4 planned container hosts, one of them with a GPU
     that fell off the bus (Xid 79), provisioned with live progress: configured by the node
-    roles, verified against NetBox, 3 joined the pool, 1 refused. The containers run the OS
+    roles, verified against NetBox, load-tested (DCGM, NCCL all-reduce, RDMA per rail in
+    pairs), 3 joined the pool, 1 refused. The containers run the OS
     they were made with, so their image stage is skipped (--no-image). Then the virtual rack
     V01: a VM behind a Redfish BMC taken through the whole pipeline, from power-off to the
     pool: imaged through racklift's boot server, configured by every node role (NVIDIA's

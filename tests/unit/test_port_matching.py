@@ -9,6 +9,7 @@ from racklift.facts.host import from_bundle
 from racklift.lab import hwemu
 from racklift.verify.compare import compare
 from racklift.verify.ports import match_ib_ports
+from racklift.verify.verdict import judge
 
 
 def _colons(guid: str) -> str:
@@ -40,6 +41,9 @@ def test_ports_named_by_netdev_match_by_label_or_port_guid():
         **{f"ibp{24 + n}s0": (f"mlx5_{n}", "label") for n in range(4)},
         **{f"ibp{24 + n}s0": (f"mlx5_{n}", "port GUID") for n in range(4, 8)}}
     assert compare(record, facts) == []  # rates and cables checked through the matched CAs
+    # And the health checks: each port's link state is its matched CA's.
+    verdict = judge(record, facts)
+    assert verdict.passed, verdict.failures
 
 
 def test_a_finding_names_the_netbox_port_its_ca_and_the_rule():
@@ -67,8 +71,6 @@ def test_a_guid_decides_before_a_name_and_each_port_is_taken_once():
 
 
 def test_nics_the_os_names_otherwise_are_matched_by_mac_and_only_warn():
-    from racklift.verify.verdict import judge
-
     record = emulated.expected_host()
     renamed = {"eno1": "eth0", "eno2": "eth1"}  # NetBox filled in from another template
     record = replace(record, interfaces=tuple(replace(i, name=renamed.get(i.name, i.name))

@@ -10,6 +10,7 @@ from racklift.facts.observed import GPUFacts, KernelEvent
 from racklift.netbox.expected import ExpectedHost
 from racklift.verify.check import CRITICAL, OK, UNKNOWN, WARNING, Check, CheckResult
 from racklift.verify.containers import registry_mirror
+from racklift.verify.ports import match_ib_ports
 
 GpuCheck = Callable[[tuple[GPUFacts, ...]], tuple[str, str]]
 
@@ -102,10 +103,11 @@ def ib_links(expected: ExpectedHost, facts: HostFacts) -> CheckResult:
         return CheckResult(name, OK, "no InfiniBand ports expected")
     if not facts.hca_ports:
         return CheckResult(name, UNKNOWN, "no HCA facts (ibstat and sysfs both empty)")
-    by_ca = {p.ca: p for p in facts.hca_ports}
+    # Each NetBox port's CA, however NetBox names the port (racklift.verify.ports).
+    matched = match_ib_ports(expected.ib_ports, facts.hca_ports)
     down = []
     for iface in expected.ib_ports:
-        port = by_ca.get(iface.name)
+        port = matched[iface.name][0] if iface.name in matched else None
         if port is None:
             down.append(f"{iface.name} missing")
         elif (port.state or "").lower() != "active" or (port.phys_state or "").lower() != \

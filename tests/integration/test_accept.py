@@ -105,3 +105,24 @@ def test_each_slow_host_fails_its_test_with_the_figure_and_the_healthy_one_joins
     assert {h.name: h.result for h in again.hosts} == {
         hbm: JOINED, nvlink: JOINED, rail: JOINED, healthy: "skipped"}
     assert {h.status for h in read_hosts(netbox, SELECT)} == {"active"}
+
+
+def test_a_pool_host_is_tested_again_only_when_forced_paired_with_pool_hosts(netbox, lab):
+    """`racklift accept --force --pair-with-active` on one active host: alone on its rails, it
+    is paired with the other active hosts (known-good), and goes back to the pool; without
+    --force it is left alone."""
+    name = lab.hosts[3].name
+    one = Selection(names=(name,))
+    (untouched,) = run(netbox, one, Options(ACCEPT_ONLY), progress=Progress(print, QUIET),
+                       extravars=LIGHT).hosts
+    assert untouched.result == "skipped" and "pass --force" in untouched.plan.skip
+    (again,) = run(netbox, one, Options(ACCEPT_ONLY, force=True, pair_with_active=True,
+                                        reason="quarterly burn-in"),
+                   progress=Progress(print, QUIET), extravars=LIGHT).hosts
+    assert again.result == JOINED, again.error
+    partners = {v["why"].split(" ")[1] for v in again.acceptance.figures["rdma"].values()}
+    assert partners <= {h.name for h in lab.hosts[:3]} and partners
+    entries = journal(netbox, name)
+    assert any("out of service for acceptance tests (racklift accept: quarterly burn-in)" in e
+               for e in entries)
+    assert device(netbox, name)["status"]["value"] == "active"

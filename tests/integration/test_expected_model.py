@@ -3,6 +3,7 @@
 from racklift.lab import seed
 from racklift.netbox.adoption import adoption_report
 from racklift.netbox.bootstrap import ROLE_GPU_SERVER, ensure_role_context
+from racklift.netbox.inventory_reader import read_inventory_hosts
 from racklift.netbox.reader import Selection, read_hosts
 
 SERVERS = (ROLE_GPU_SERVER,)  # a rack holds its leaf switches too
@@ -92,3 +93,30 @@ def test_the_adoption_report_on_the_seed_finds_the_servers_ready(seeded_netbox):
     assert seeded_netbox.count("extras/config-contexts") == contexts + 1
     switch = read_hosts(seeded_netbox, Selection(roles=(seed.SWITCH_ROLE,)))[0]
     assert "config_context.racklift" not in {p.field for p in switch.problems}
+
+
+def test_gpus_recorded_as_modules_are_read_from_the_real_api(seeded_netbox):
+    """A device type without GPU templates whose devices hold GPU modules (module type profile
+    GPU, NetBox's own) in module bays: the model reads them in bay order with their serials,
+    and neither reader reports missing GPU templates."""
+    nb = seeded_netbox
+    nvidia = nb.get_all("dcim/manufacturers", {"slug": "nvidia"})[0]
+    tray = nb.create("dcim/device-types", [{"manufacturer": nvidia["id"], "model": "HGX tray",
+                                             "slug": "hgx-tray"}])[0]
+    device = nb.create("dcim/devices", [{
+        "name": "tray-001", "device_type": tray["id"], "role": {"slug": ROLE_GPU_SERVER},
+        "site": {"slug": "lab1"}, "status": "planned", "serial": "TRAY1"}])[0]
+    profile = nb.get_all("dcim/module-type-profiles", {"name": "GPU"})[0]
+    gpu = nb.create("dcim/module-types", [{"manufacturer": nvidia["id"], "profile": profile["id"],
+                                           "model": "NVIDIA H100 80GB HBM3"}])[0]
+    bays = nb.create("dcim/module-bays", [{"device": device["id"], "name": f"GPU{n}"}
+                                          for n in (1, 0)])
+    nb.create("dcim/modules", [{"device": device["id"], "module_bay": bay["id"],
+                                "module_type": gpu["id"], "serial": f"SN-{bay['name']}"}
+                               for bay in bays])
+    (host,) = read_hosts(nb, Selection(names=("tray-001",)))
+    assert [(g.name, g.part_id, g.serial) for g in host.gpus] == [
+        ("GPU0", "NVIDIA H100 80GB HBM3", "SN-GPU0"), ("GPU1", "NVIDIA H100 80GB HBM3", "SN-GPU1")]
+    assert "device_type.inventory_item_templates" not in {p.field for p in host.problems}
+    (listed,) = read_inventory_hosts(nb, Selection(names=("tray-001",)))
+    assert "device_type.inventory_item_templates" not in {p.field for p in listed.problems}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from racklift.netbox.client import NetBox
 from racklift.netbox.expected import InventoryHost
@@ -22,8 +22,9 @@ from racklift.netbox.reader import (
     Json,
     Selection,
     choose,
-    gpu_templates,
+    expected_gpus,
     group_by_ref,
+    read_gpu_modules,
     read_selection,
     read_types,
     record_fields,
@@ -47,6 +48,7 @@ class RawInventory:
     item_templates: list[Json]
     interfaces: list[Json]  # those holding a primary MAC or an IP address: INTERFACE_FIELDS
     ip_addresses: list[Json]  # REST's shape: address, assigned_object_id
+    modules: list[Json] = field(default_factory=list)  # GPU modules: reader.MODULE_FIELDS
 
 
 def _mac_interfaces(netbox: NetBox) -> list[Json]:
@@ -64,6 +66,7 @@ def fetch_inventory(netbox: NetBox, selection: Selection) -> RawInventory:
     with ThreadPoolExecutor(FETCH_WORKERS) as pool:
         chosen = choose(netbox, selection, pool)
         reads = read_selection(pool, netbox, chosen, _mac_interfaces, INTERFACE_FIELDS)
+        modules_read = read_gpu_modules(pool, netbox, chosen)
         devices = [d for d in reads.devices.result() if chosen.holds(d["id"])]
         types = read_types(pool, netbox, devices)
         interfaces = {i["id"]: i for i in reads.interfaces.result()}
@@ -79,7 +82,9 @@ def fetch_inventory(netbox: NetBox, selection: Selection) -> RawInventory:
         return RawInventory(devices, types.device_types.result(),
                             types.interface_templates.result(), types.item_templates.result(),
                             list(kept.values()),
-                            [ip for ip in ip_addresses if ip["assigned_object_id"] in kept])
+                            [ip for ip in ip_addresses if ip["assigned_object_id"] in kept],
+                            [m for m in modules_read.result()
+                             if ref_id(m, "device") in device_ids])
 
 
 def read_inventory_hosts(netbox: NetBox, selection: Selection) -> list[InventoryHost]:
@@ -94,6 +99,7 @@ def build_inventory_hosts(raw: RawInventory) -> list[InventoryHost]:
     types = {t["id"]: t for t in raw.device_types}
     iface_templates = group_by_ref(raw.interface_templates, "device_type")
     item_templates = group_by_ref(raw.item_templates, "device_type")
+    modules = group_by_ref(raw.modules, "device")
     interfaces = {i["id"]: i for i in raw.interfaces}
     macs: dict[int, dict[str, str]] = defaultdict(dict)
     for iface in raw.interfaces:
@@ -116,6 +122,7 @@ def build_inventory_hosts(raw: RawInventory) -> list[InventoryHost]:
                              ips=addresses)
         hosts.append(with_problems(host, types.get(type_id, device["device_type"]),
                                    iface_templates.get(type_id, []),
-                                   len(gpu_templates(item_templates.get(type_id, []))),
+                                   len(expected_gpus(item_templates.get(type_id, []), (),
+                                                     modules.get(device["id"], []))),
                                    identity.get(device["id"], [])))
     return sorted(hosts, key=lambda h: h.name)

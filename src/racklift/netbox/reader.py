@@ -90,6 +90,7 @@ class RawModel:
     ip_addresses: list[Json]
     items: list[Json]
     cable_ends: list[Json] = field(default_factory=list)  # both ends of their interfaces' cables
+    modules: list[Json] = field(default_factory=list)  # their GPU modules: MODULE_FIELDS
     peer_interfaces: list[Json] = field(default_factory=list)  # the interfaces at those ends
 
 
@@ -126,6 +127,10 @@ WHOLE_READ_SHARE = 0.5
 # Only the serials NetBox records matter (the slots come from the templates): on a new site
 # that is none of 8 items per host, a third of the read at 10,000 hosts.
 ITEM_PARAMS = {"serial__empty": "false"}
+# GPUs a NetBox records as modules (a GPU tray's modules in module bays): those whose module
+# type has NetBox's built-in profile "GPU".
+MODULE_PARAMS = {"profile": "GPU"}
+MODULE_FIELDS = ("id", "device", "module_bay", "module_type", "serial")
 # Reads in flight at once (each pages with READ_WORKERS threads): the selected ids, the devices
 # and the three component lists overlap, so NetBox's workers never wait for one list's last
 # page.
@@ -310,6 +315,15 @@ def read_selection(pool: ThreadPoolExecutor, netbox: NetBox, chosen: Chosen,
                     fields=IP_FIELDS))
 
 
+def read_gpu_modules(pool: ThreadPoolExecutor, netbox: NetBox,
+                     chosen: Chosen) -> Future[list[Json]]:
+    """The GPU modules of a whole read, or of the selection's devices."""
+    if chosen.whole:
+        return pool.submit(netbox.scan, "dcim/modules", MODULE_PARAMS, MODULE_FIELDS)
+    return pool.submit(netbox.get_for_ids, "dcim/modules", "device_id", chosen.ids or set(),
+                       MODULE_PARAMS, MODULE_FIELDS)
+
+
 def fetch(netbox: NetBox, selection: Selection) -> RawModel:
     with ThreadPoolExecutor(FETCH_WORKERS) as pool:
         chosen = choose(netbox, selection, pool)
@@ -320,6 +334,7 @@ def fetch(netbox: NetBox, selection: Selection) -> RawModel:
         else:
             items_read = pool.submit(netbox.get_for_ids, "dcim/inventory-items", "device_id",
                                      chosen.ids or set(), ITEM_PARAMS, ITEM_FIELDS)
+        modules_read = read_gpu_modules(pool, netbox, chosen)
         # Only the devices whose components were asked for: not one created meanwhile.
         devices = [d for d in reads.devices.result() if chosen.holds(d["id"])]
         types = read_types(pool, netbox, devices)
@@ -338,6 +353,7 @@ def fetch(netbox: NetBox, selection: Selection) -> RawModel:
             item_templates=types.item_templates.result(),
             interfaces=interfaces, ip_addresses=ip_addresses, items=items,
             cable_ends=cable_ends, peer_interfaces=peers,
+            modules=[m for m in modules_read.result() if ref_id(m, "device") in device_ids],
         )
 
 
@@ -439,6 +455,7 @@ def build_hosts(raw: RawModel) -> list[ExpectedHost]:
     item_templates = group_by_ref(raw.item_templates, "device_type")
     interfaces = group_by_ref(raw.interfaces, "device")
     items = group_by_ref(raw.items, "device")
+    modules = group_by_ref(raw.modules, "device")
     ips_by_interface: dict[int, list[str]] = defaultdict(list)
     for ip in raw.ip_addresses:
         if ip.get("assigned_object_type") == "dcim.interface" and ip.get("assigned_object_id"):
@@ -448,7 +465,8 @@ def build_hosts(raw: RawModel) -> list[ExpectedHost]:
                     iface_templates.get(device["device_type"]["id"], []),
                     item_templates.get(device["device_type"]["id"], []),
                     interfaces.get(device["id"], []), ips_by_interface,
-                    items.get(device["id"], []), peers, identity.get(device["id"], []))
+                    items.get(device["id"], []), modules.get(device["id"], []), peers,
+                    identity.get(device["id"], []))
         for device in raw.devices
     ]
     return sorted(hosts, key=lambda h: h.name)
@@ -476,6 +494,26 @@ def gpu_templates(item_templates: Iterable[Json]) -> list[Json]:
                   key=lambda t: natural_key(t["name"]))
 
 
+def expected_gpus(item_templates: Iterable[Json], items: Iterable[Json],
+                  modules: Iterable[Json]) -> tuple[ExpectedGPU, ...]:
+    """The GPUs a device should have, whichever way its NetBox records them: the device
+    type's inventory item templates of role gpu (serials from the device's items of the same
+    name), else the device's GPU modules, one per module bay (the module type's model is the
+    name nvidia-smi prints)."""
+    templates = gpu_templates(item_templates)
+    if templates:
+        serial_by_slot = {i["name"]: i.get("serial") or None for i in items}
+        return tuple(ExpectedGPU(name=t["name"], manufacturer=_name(t.get("manufacturer")) or "",
+                                 part_id=t.get("part_id") or "",
+                                 serial=serial_by_slot.get(t["name"])) for t in templates)
+    return tuple(
+        ExpectedGPU(name=_name(m.get("module_bay")) or f"module-{m['id']}",
+                    manufacturer=_name((m.get("module_type") or {}).get("manufacturer")) or "",
+                    part_id=(m.get("module_type") or {}).get("model") or "",
+                    serial=m.get("serial") or None)
+        for m in sorted(modules, key=lambda m: natural_key(_name(m.get("module_bay")) or "")))
+
+
 def with_problems[H: (ExpectedHost, InventoryHost)](host: H, device_type: Json,
                                                     iface_templates: list[Json],
                                                     gpu_slots: int,
@@ -490,7 +528,8 @@ def with_problems[H: (ExpectedHost, InventoryHost)](host: H, device_type: Json,
 def _build_host(device: Json, device_type: Json, iface_templates: list[Json],
                 item_templates: list[Json], interfaces: list[Json],
                 ips_by_interface: Mapping[int, list[str]], items: list[Json],
-                peers: Mapping[int, LinkPeer], identity: list[Problem]) -> ExpectedHost:
+                modules: list[Json], peers: Mapping[int, LinkPeer],
+                identity: list[Problem]) -> ExpectedHost:
     record = record_fields(device)
     expected_ifaces = tuple(sorted(
         (ExpectedInterface(
@@ -501,11 +540,7 @@ def _build_host(device: Json, device_type: Json, iface_templates: list[Json],
             ips=tuple(sorted(ips_by_interface.get(i["id"], ()))), peer=peers.get(i["id"]),
             label=i.get("label") or None, wwn=i.get("wwn") or None,
         ) for i in interfaces), key=lambda i: i.name))
-    serial_by_slot = {i["name"]: i.get("serial") or None for i in items}
-    gpus = tuple(
-        ExpectedGPU(name=t["name"], manufacturer=_name(t.get("manufacturer")) or "",
-                    part_id=t.get("part_id") or "", serial=serial_by_slot.get(t["name"]))
-        for t in gpu_templates(item_templates))
+    gpus = expected_gpus(item_templates, items, modules)
     host = ExpectedHost(
         **record, position=device.get("position"),
         device_type=DeviceTypeRef(
@@ -573,5 +608,6 @@ def find_problems(host: ExpectedHost | InventoryHost, *, has_context: bool, type
             "interface templates: add one per HCA port")
     if gpu_templates == 0:
         add("device_type.inventory_item_templates", f"device type {type_name} has no "
-            f"inventory item templates with role '{GPU_ROLE}': add one per GPU")
+            f"inventory item templates with role '{GPU_ROLE}', and the device no GPU modules "
+            "(module type profile GPU): add one template per GPU, or install the GPU modules")
     return problems

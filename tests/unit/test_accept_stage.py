@@ -14,8 +14,10 @@ from racklift.pipeline.accept_stage import (
     HostAcceptance,
     judge_local,
     rail_ports,
+    untestable,
 )
 from racklift.verify.mismatch import CRITICAL, Mismatch
+from racklift.verify.pairing import UNPROVEN
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real"
 HOST = emulated.expected_host()
@@ -81,6 +83,20 @@ def test_ports_are_paired_on_the_switch_their_cable_ends_at_or_on_their_own_name
     prose = replace(HOST, interfaces=tuple(
         replace(i, label=f"ConnectX-7 {i.name}") for i in HOST.interfaces), parsed=None)
     assert rail_ports(prose)[0].port == "mlx5_0"
+
+
+def test_a_port_no_device_name_can_be_told_for_is_never_on_a_command_line():
+    """A NetBox name is text anyone with edit rights wrote: `mlx5_0 -p 1; x` goes on no
+    ib_write_bw command line; the port is unproven, saying what to set."""
+    planted = "mlx5_0 -p 1; touch /tmp/racklift-planted"
+    hostile = replace(HOST, interfaces=tuple(
+        replace(i, name=planted, label=None) if i.name == "mlx5_0" else i
+        for i in HOST.interfaces), parsed=None)
+    assert planted not in {p.port for p in rail_ports(hostile)}
+    assert len(rail_ports(hostile)) == 7
+    (unproven,) = untestable(hostile)
+    assert unproven.outcome == UNPROVEN and "set its label to the CA" in unproven.why
+    assert untestable(HOST) == []
 
 
 def test_the_summary_names_the_figures_against_their_thresholds():

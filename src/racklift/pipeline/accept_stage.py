@@ -24,10 +24,11 @@ from racklift.facts.parsers import (
 )
 from racklift.netbox.client import NetBox
 from racklift.netbox.desired import Acceptance
-from racklift.netbox.expected import ExpectedHost
+from racklift.netbox.expected import ExpectedHost, ExpectedInterface
 from racklift.verify.acceptance import best_gbps, judge_acceptance
 from racklift.verify.mismatch import CRITICAL, Mismatch
 from racklift.verify.pairing import (
+    UNPROVEN,
     Pair,
     PortVerdict,
     RailPort,
@@ -89,14 +90,31 @@ class HostAcceptance:
         return f"{day} {'passed' if self.passed else 'failed'}: {self.figures_line()}"
 
 
+def rdma_device(iface: ExpectedInterface) -> str | None:
+    """The CA ib_write_bw -d takes for this NetBox port: its label where that is a device
+    name (NetBox naming ports by netdev), else its name; None where neither is one (a NetBox
+    string goes on no command line unchecked)."""
+    for text in (iface.label, iface.name):
+        if text and DEVICE_NAME.fullmatch(text):
+            return text
+    return None
+
+
 def rail_ports(host: ExpectedHost) -> list[RailPort]:
-    """The host's HCA ports as the RDMA test pairs them: each the CA ib_write_bw -d takes (the
-    interface's label where it is a device name, as where NetBox names ports by netdev, else
-    its name), on the switch its NetBox cable ends at or, uncabled, on a rail of its own name
-    (rail-optimised hosts cable HCA i to rail i)."""
-    return [RailPort(host.name, i.label if i.label and DEVICE_NAME.fullmatch(i.label) else i.name,
-                     i.peer.device if i.peer else i.name)
-            for i in host.ib_ports]
+    """The host's HCA ports as the RDMA test pairs them: each its CA, on the switch its NetBox
+    cable ends at or, uncabled, on a rail of its own name (rail-optimised hosts cable HCA i to
+    rail i). Ports without a device name are not among them (`untestable`)."""
+    return [RailPort(host.name, device, i.peer.device if i.peer else i.name)
+            for i in host.ib_ports if (device := rdma_device(i))]
+
+
+def untestable(host: ExpectedHost) -> list[PortVerdict]:
+    """The host's HCA ports no device name can be told for: unproven, saying what to set."""
+    return [PortVerdict(RailPort(host.name, i.name, i.name), UNPROVEN, None,
+                        f"NetBox names it {i.name!r} and labels it {i.label or 'nothing'!r}: "
+                        "neither is an RDMA device name for ib_write_bw -d; set its label to "
+                        "the CA (e.g. mlx5_0)")
+            for i in host.ib_ports if rdma_device(i) is None]
 
 
 def _output(res: Mapping[str, Any] | None) -> tuple[str | None, str | None]:
@@ -267,4 +285,4 @@ def _rdma(runner: _Runner, hosts: list[ExpectedHost], partners: Sequence[Expecte
                      "with others")
             results |= runner.pairs(again, addresses, progress)
         verdicts += judge_pairs(results, threshold, new, good)
-    return verdicts
+    return verdicts + [v for h in hosts for v in untestable(h)]

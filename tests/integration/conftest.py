@@ -19,9 +19,10 @@ TEST_NAME = os.environ.get("RACKLIFT_TEST_NETBOX", "test")
 TEST_PORT = int(os.environ.get("RACKLIFT_TEST_NETBOX_PORT", 18001))
 TEST_REDIS_BASE = int(os.environ.get("RACKLIFT_TEST_REDIS_BASE", 2))
 SEEDED = "seeded"
-# NetBox's own demonstration data (netbox-community/netbox-demo-data, a NetBox 4.1 database;
-# ../shared/data/README.md): a NetBox racklift did not write.
-DEMO_DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "netbox-demo-v4.1.sql"
+# NetBox's own demonstration data (tests/fixtures/netbox-demo/README.md): a NetBox racklift
+# did not write.
+DEMO_DATA = (Path(__file__).resolve().parents[1] / "fixtures" / "netbox-demo"
+             / "netbox-demo-v4.1.sql.gz")
 
 
 @pytest.fixture(scope="session")
@@ -78,9 +79,6 @@ def seeded_netbox(instance, settings, _seeded_snapshot) -> NetBox:
 def demo_data_netbox(instance, settings) -> NetBox:
     """The test NetBox holding NetBox's demo data, migrated once and cached like the lab's own
     dump; shared by one module's tests."""
-    if not DEMO_DATA.exists():
-        pytest.fail(f"NetBox's demo data is not at {DEMO_DATA}: the tests need it there "
-                    "(../shared/data, next to the checkout)")
     seconds = netbox_server.switch_data(instance, DEMO_DATA)
     print(f"\n[netbox] demo data in the test NetBox in {seconds:.1f} s")
     yield NetBox.connect(settings)

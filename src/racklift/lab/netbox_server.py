@@ -7,6 +7,7 @@ Lab only. Production racklift talks to the site's NetBox through NETBOX_URL / NE
 from __future__ import annotations
 
 import fcntl
+import gzip
 import hashlib
 import json
 import os
@@ -74,8 +75,8 @@ class NetBoxInstance:
     port: int = 8001
     redis_port: int = 6379
     redis_base: int = 0  # this instance uses Redis databases redis_base and redis_base + 1
-    # A NetBox SQL dump to start from (someone else's data, loaded and migrated once); None:
-    # an empty migrated NetBox.
+    # A NetBox SQL dump (plain, or gzipped as .gz) to start from (someone else's data, loaded
+    # and migrated once); None: an empty migrated NetBox.
     data: Path | None = None
 
     @classmethod
@@ -242,8 +243,9 @@ def ensure_dump(pg: services.Postgres, instance: NetBoxInstance) -> Path:
         started = time.monotonic()
         if instance.data is not None:
             _say(f"loading {instance.data.name} (once)")
-            pg.load_sql(build_db, _OWNER.sub(rf"\g<1>{services.PG_ROLE};",
-                                             instance.data.read_text()))
+            raw = instance.data.read_bytes()
+            text = (gzip.decompress(raw) if instance.data.suffix == ".gz" else raw).decode()
+            pg.load_sql(build_db, _OWNER.sub(rf"\g<1>{services.PG_ROLE};", text))
         _say(f"migrating a new NetBox database (once; about 5 min); log: {log}")
         _manage(venv, build_root, "migrate", "--no-input", log=log)
         _manage(venv, build_root, "shell", "-c", _BOOTSTRAP_ADMIN, log=log)

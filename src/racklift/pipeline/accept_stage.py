@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from racklift.ansible import HostEvent, run_playbook
+from racklift.ansible import HostEvent, PlaybookResult, run_playbook
 from racklift.facts.parsers import (
     ParseError,
     parse_dcgmi_diag,
@@ -191,7 +191,7 @@ class _Runner:
         self.runs = 0
 
     def play(self, names: Iterable[str], part: str, capture: list[str],
-             **variables: Any) -> Any:
+             **variables: Any) -> PlaybookResult:
         self.runs += 1
         return run_playbook(
             "accept.yml", names, self.netbox.settings, artifacts=self.run_dir / "ansible",

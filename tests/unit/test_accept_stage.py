@@ -109,3 +109,14 @@ def test_the_summary_names_the_figures_against_their_thresholds():
     assert got.figures_line() == ("dcgm r2 pass; nccl 480.5 GB/s (>= 350); rdma min 118 Gb/s "
                                   "(>= 370) on 2 ports")
     assert got.summary().split(" ", 1)[1].startswith("failed: dcgm r2 pass")
+
+
+def test_a_test_asked_for_that_never_ran_is_no_pass():
+    """No GPUs in NetBox (all_reduce_perf had nothing to run on) or a play that stopped: the
+    test asked for fails, it is not skipped."""
+    mismatches, figures = judge_local(HOST, Acceptance(dcgm_level=2, nccl_busbw=350), {})
+    assert [(m.field, m.observed.split(":")[0]) for m in mismatches] == [
+        ("accept.dcgm", "not run"), ("accept.nccl.busbw", "not run")]
+    skipped = {"skipped": True, "skip_reason": "Conditional result was False"}
+    (nccl,) = judge_local(HOST, Acceptance(nccl_busbw=350), {NCCL_TASK: skipped})[0]
+    assert nccl.severity == CRITICAL and "did not run on the host" in nccl.observed

@@ -72,10 +72,14 @@ def test_a_device_name_cannot_select_another_host(instance, seeded_netbox):
     victim, planted = (nb.get_all("dcim/devices", {"name": n})[0] for n in ("gpu-0005", "gpu-0003"))
     nb.update("dcim/devices", [{"id": victim["id"], "status": "active"},
                                {"id": planted["id"], "name": bad}])
-    selected = listed(instance, RACKLIFT_NAMES=json.dumps([bad]))["_meta"]["hostvars"]
-    assert list(selected) == [bad]  # never gpu-0005
-    assert any(p.startswith(f"{bad}: name: ") and "not a host name" in p
-               for p in selected[bad]["racklift_problems"])
+    result = inventory(instance, RACKLIFT_NAMES=json.dumps([bad]))
+    assert result.returncode == 0, result.stderr
+    # Never gpu-0005; and no Ansible host of that name either: refused, with the warning
+    # naming the device and its problem.
+    assert without_unsafe(json.loads(result.stdout))["_meta"]["hostvars"] == {}
+    warning = " ".join(result.stderr.split())
+    assert f"device {planted['id']} ('{bad}' at site lab1) is no host" in warning
+    assert f"{bad}: name: " in warning and "not a host name" in warning
     with pytest.raises(RackliftError, match="refusing to select 'new-01,gpu-0005'"):
         run_playbook("collect.yml", [bad], NetBoxSettings(instance.url, instance.token))
     # A list that is not JSON is refused, not split.

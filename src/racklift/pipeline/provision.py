@@ -315,7 +315,7 @@ def run(netbox: NetBox, selection: Selection, options: Options, *, check: bool =
         bootstrap(netbox)  # the custom field racklift_stage, the tags: created once
     hosts = read_hosts(netbox, selection)
     completed = read_stages(netbox, [h.netbox_id for h in hosts]) if hosts else {}
-    runs = [HostRun(h, plan_host(h.status, completed.get(h.netbox_id), options),
+    runs = [HostRun(h, plan_host(h.status, completed.get(h.netbox_id), _for(options, h)),
                     completed.get(h.netbox_id)) for h in hosts]
     for h in runs:
         _preflight(h)
@@ -356,6 +356,12 @@ def run(netbox: NetBox, selection: Selection, options: Options, *, check: bool =
                           f"{','.join(h.name for h in mine)}")
     return _reported(PipelineRun(run_id, options.verb, runs, run_dir,
                                  time.monotonic() - started, errors=tuple(errors)), selection)
+
+
+def _for(options: Options, host: ExpectedHost) -> Options:
+    """The run's options as they apply to this host: no accept stage where its context asks
+    for no acceptance tests (verify admits it)."""
+    return options if asks_acceptance(host) else replace(options, accept=False)
 
 
 def _reported(result: PipelineRun, selection: Selection) -> PipelineRun:

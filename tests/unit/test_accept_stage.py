@@ -117,6 +117,7 @@ def test_a_test_asked_for_that_never_ran_is_no_pass():
     mismatches, figures = judge_local(HOST, Acceptance(dcgm_level=2, nccl_busbw=350), {})
     assert [(m.field, m.observed.split(":")[0]) for m in mismatches] == [
         ("accept.dcgm", "not run"), ("accept.nccl.busbw", "not run")]
+    assert figures == {"dcgm": {"level": 2, "result": "not run"}, "nccl_busbw": None}
     skipped = {"skipped": True, "skip_reason": "Conditional result was False"}
     (nccl,) = judge_local(HOST, Acceptance(nccl_busbw=350), {NCCL_TASK: skipped})[0]
     assert nccl.severity == CRITICAL and "did not run on the host" in nccl.observed

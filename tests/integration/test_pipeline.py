@@ -32,6 +32,7 @@ from racklift.pipeline.outcome import FAILED, INTERRUPTED, JOINED, LOCKED, PREFL
 from racklift.pipeline.plan import REIMAGE, Options
 from racklift.pipeline.progress import QUIET, Progress
 from racklift.pipeline.provision import run
+from racklift.pipeline.racks import Limits
 
 pytestmark = [pytest.mark.containers, pytest.mark.slurm]
 
@@ -144,7 +145,7 @@ def test_provision_admits_healthy_hosts_and_reports_each_fault(netbox, settings,
     assert run_report.to_json(result, SELECT.describe())["summary"] == data["summary"] == {
         "hosts": 4, "failed": 2, "joined": 1, "preflight failed": 1}
     artifacts = result.run_dir / "ansible" / "artifacts"
-    assert (artifacts / f"configure-{RACK}" / "job_events").is_dir()
+    assert (artifacts / f"configure-lab1-{RACK}" / "job_events").is_dir()
     assert_no_secrets(result.run_dir.parent, settings.token)
 
     # Heal; re-image the refused host (no --force: it is not in the pool); a re-run takes
@@ -260,3 +261,40 @@ def test_netbox_unreachable_at_start_is_one_clear_error(lab):
     assert out.returncode == 1
     assert out.stderr.strip().splitlines()[-1].startswith("error: ")
     assert "127.0.0.1:9" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_racks_run_at_once_and_each_ends_on_its_own(netbox, lab):
+    """Two racks in one run go through their stages at the same time, each its own batch
+    with its own artifacts; the rack whose hosts all fail ends so, the other joins."""
+    (rack,) = netbox.get_all("dcim/racks", {"name": RACK}, fields=("id", "site"))
+    (other,) = netbox.create("dcim/racks", [{"name": "P02", "site": rack["site"]["id"],
+                                             "status": "active"}])
+    moved = names(lab)[2:]
+    netbox.update("dcim/devices", [{"id": device_id(netbox, n), "rack": other["id"]}
+                                   for n in moved])
+    lab_rack.replan(netbox, names(lab))
+    for name in moved:  # the second rack loses its SSH: every host there fails configure
+        podman.podman("exec", name, "sh", "-c", "systemctl stop ssh.service ssh.socket; "
+                      "pkill -9 sshd || true")
+    lines: list[str] = []
+    try:
+        result = run(netbox, Selection(racks=(RACK, "P02"), roles=("gpu-server",)),
+                     Options(image=False, limits=Limits(total=2, per_site=2)),
+                     progress=Progress(lines.append), extravars=LIGHT)
+    finally:
+        for name in moved:
+            podman.podman("exec", name, "systemctl", "start", "ssh.service")
+    rack_lines = [line.split("] ", 1)[1] for line in lines if "] rack P0" in line]
+    # Both racks started before either finished.
+    assert sorted(rack_lines[:2]) == ["rack P01 (lab1): started, 2 hosts",
+                                      "rack P02 (lab1): started, 2 hosts"], lines
+    assert sorted(line.split(":")[0] + ":" + line.rsplit(":", 1)[1]
+                  for line in rack_lines[2:]) == ["rack P01 (lab1): 2 joined",
+                                                  "rack P02 (lab1): 2 failed"], lines
+    assert {h.name: (h.result, h.reached) for h in result.hosts} == {
+        **{n: (JOINED, "verify") for n in names(lab)[:2]},
+        **{n: (FAILED, "configure") for n in moved}}
+    assert result.errors == ()
+    artifacts = result.run_dir / "ansible" / "artifacts"
+    assert {p.name for p in artifacts.iterdir()} >= {
+        "configure-lab1-P01", "configure-lab1-P02", "collect-lab1-P01"}

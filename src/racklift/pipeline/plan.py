@@ -3,7 +3,9 @@ last completed (custom field `racklift_stage`) and the operator's options."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from racklift.pipeline.racks import Limits
 
 # Stages in pipeline order. preflight and join always run for a host that is worked on.
 IMAGE, CONFIGURE, VERIFY, ACCEPT = "image", "configure", "verify", "accept"
@@ -26,6 +28,7 @@ class Options:
     until: str | None = None  # stop after this stage (e.g. image a rack now, configure later)
     accept: bool = True  # False: admit on verify alone (--no-accept; the journal says so)
     pair_with_active: bool = False  # accept: RDMA partners may be active hosts of the site
+    limits: Limits = field(default_factory=Limits)  # racks at once: in all, per site
 
 
 @dataclass(frozen=True)

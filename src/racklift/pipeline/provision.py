@@ -1,14 +1,18 @@
 """provision, reimage and accept, end to end: select hosts in NetBox, plan each one's stages,
 lock them, then per rack: (drain, offline,) image, configure, verify + health, accept, join.
-One host's failure never stops the others; NetBox records every transition; nothing is
-admitted without a passing verify and, where its context asks for them, passing acceptance
-tests; a re-run resumes where each host stopped."""
+Racks run at once within the run's limits (racklift.pipeline.racks); a site's boot server
+images one rack at a time. One host's failure never stops the others, nor one rack's another;
+NetBox records every transition; nothing is admitted without a passing verify and, where its
+context asks for them, passing acceptance tests; a re-run resumes where each host stopped."""
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from itertools import groupby
@@ -21,7 +25,7 @@ from racklift.netbox.bootstrap import bootstrap
 from racklift.netbox.client import NetBox
 from racklift.netbox.expected import ExpectedHost
 from racklift.netbox.reader import Selection, read_hosts
-from racklift.pipeline import lock, run_report
+from racklift.pipeline import lock, racks, run_report
 from racklift.pipeline.accept_stage import ACCEPTANCE_FIELD, accept
 from racklift.pipeline.image_plan import imaging_problems
 from racklift.pipeline.outcome import (
@@ -59,6 +63,8 @@ if TYPE_CHECKING:
     from racklift.pipeline.scheduler import Scheduler
 
 DRAIN_POLL = 5.0  # seconds between scheduler state reads while hosts drain
+# What a rack's stage shares with the other racks of its site (held one rack at a time).
+SHARED = {IMAGE: "its boot server", ACCEPT: "its active hosts as RDMA partners"}
 # image(netbox, hosts, run_dir, progress) → host name → error (None: imaged)
 ImageStage = Callable[[NetBox, list[ExpectedHost], Path, Progress], Mapping[str, str | None]]
 
@@ -92,6 +98,9 @@ class _Batch:
         self.run_dir, self.progress, self.scheduler = run_dir, progress, scheduler
         self.image, self.extravars = image, extravars
         self.rack = runs[0].host.rack or "no-rack"
+        self.site = runs[0].host.site
+        # Artifact directories per rack: racks run at once, and rack names repeat across sites.
+        self.ident = f"{self.site}-{self.rack}"
         self.stage_started = time.monotonic()
 
     def live(self, stage: str) -> list[HostRun]:
@@ -204,7 +213,7 @@ class _Batch:
             return
         names = [h.name for h in live]
         result = run_playbook("configure.yml", names, self.netbox.settings,
-                              artifacts=self.run_dir / "ansible", ident=f"configure-{self.rack}",
+                              artifacts=self.run_dir / "ansible", ident=f"configure-{self.ident}",
                               extravars=self.extravars, on_event=self.progress.event)
         self.timed(live, CONFIGURE)
         failures = dict(result.failed)
@@ -225,6 +234,7 @@ class _Batch:
         # Where acceptance tests follow (the context asks for them, --no-accept was not
         # given), passing verify leaves the host staged, its stage verified.
         verdicts = gate(self.netbox, hosts, self.run_dir, run=self.run_id,
+                        ident=f"collect-{self.ident}",
                         admit=lambda h: not (self.options.accept and asks_acceptance(h)),
                         progress=self.progress.note, on_event=self.progress.event,
                         extravars=self.extravars)
@@ -257,7 +267,7 @@ class _Batch:
             return
         partners = self.partners(live) if self.options.pair_with_active else []
         results = accept(self.netbox, [h.host for h in live], self.run_dir, partners=partners,
-                         ident=f"accept-{self.rack}", progress=self.progress.note,
+                         ident=f"accept-{self.ident}", progress=self.progress.note,
                          on_event=self.progress.event, extravars=self.extravars)
         self.timed(live, ACCEPT)
         now = datetime.now(UTC).isoformat(timespec="seconds")
@@ -289,6 +299,47 @@ class _Batch:
         return [h for h in read_hosts(self.netbox, Selection(sites=sites, statuses=("active",),
                                                              roles=("gpu-server",)))
                 if h.name not in taken and h.address]
+
+    def go(self, site_lock: threading.Lock, announce: bool) -> None:
+        """Every stage asked for; `site_lock` held while this rack uses what its site's racks
+        share. `announce`: say when the rack starts and ends (one rack among several)."""
+        started = time.monotonic()
+        if announce:
+            self.progress.note(f"rack {self.rack} ({self.site}): started, "
+                               f"{len(self.runs)} hosts")
+        self.start()
+        with self.shared(site_lock, IMAGE, bool(self.live(IMAGE))):
+            self.run_image()
+        self.run_configure()
+        self.run_verify()
+        with self.shared(site_lock, ACCEPT,
+                         self.options.pair_with_active and bool(self.live(ACCEPT))):
+            self.run_accept()
+        self.join()
+        for h in self.runs:
+            if not h.result:  # went through every stage asked for (--until)
+                h.result = STAGED
+        if announce:
+            counts = Counter(h.result for h in self.runs)
+            self.progress.note(f"rack {self.rack} ({self.site}): finished in "
+                               f"{time.monotonic() - started:.0f} s: "
+                               + ", ".join(f"{n} {r}" for r, n in sorted(counts.items())))
+
+    @contextmanager
+    def shared(self, site_lock: threading.Lock, stage: str, needed: bool) -> Iterator[None]:
+        """The site's shared resources for `stage`, waiting (and saying so) while another rack
+        of the site holds them."""
+        if not needed:
+            yield
+            return
+        if not site_lock.acquire(blocking=False):
+            self.progress.note(f"rack {self.rack}: {stage} waits for another rack of site "
+                               f"{self.site} ({SHARED[stage]})")
+            site_lock.acquire()
+        try:
+            yield
+        finally:
+            site_lock.release()
 
     def join(self) -> None:
         joined = [h for h in self.runs if h.result == JOINED]
@@ -339,14 +390,7 @@ def run(netbox: NetBox, selection: Selection, options: Options, *, check: bool =
     errors: list[str] = []
     try:
         _batches(netbox, mine, options, run_id, run_dir, progress, scheduler, image,
-                 extravars or {})
-    except RackliftError as exc:
-        # NetBox or Ansible failed under the whole run: every unfinished host says where it
-        # stopped; NetBox still has it staged (never active), and a re-run resumes it.
-        errors.append(f"run stopped: {exc}")
-        for h in mine:
-            if not h.result:
-                h.result, h.error = INTERRUPTED, f"stopped during {h.reached}: {exc}"
+                 extravars or {}, errors)
     finally:
         try:
             lock.release(netbox, [h.host.netbox_id for h in mine], run_id)
@@ -372,21 +416,34 @@ def _reported(result: PipelineRun, selection: Selection) -> PipelineRun:
 
 def _batches(netbox: NetBox, mine: list[HostRun], options: Options, run_id: str,
              run_dir: Path, progress: Progress, scheduler: Scheduler | None,
-             image: ImageStage | None, extravars: Mapping[str, Any]) -> None:
-    """Rack by rack: each rack is one batch through every stage (one Ansible job per stage)."""
-    for _, group in groupby(sorted(mine, key=lambda h: h.host.rack or ""),
-                            key=lambda h: h.host.rack or ""):
-        batch_started = time.monotonic()
-        batch = _Batch(netbox, list(group), options, run_id, run_dir, progress, scheduler,
-                       image, extravars)
-        batch.start()
-        batch.run_image()
-        batch.run_configure()
-        batch.run_verify()
-        batch.run_accept()
-        batch.join()
-        for h in batch.runs:
-            if not h.result:  # went through every stage asked for (--until)
-                h.result = STAGED
-        for h in batch.runs:
-            h.seconds = time.monotonic() - batch_started
+             image: ImageStage | None, extravars: Mapping[str, Any], errors: list[str]) -> None:
+    """Each rack is one batch through every stage (one Ansible job per stage); racks run at
+    once within options.limits. A rack that NetBox or Ansible failed under stops alone: its
+    unfinished hosts say where they stopped, NetBox still has them staged (never active), a
+    re-run resumes them; `errors` says which rack and why."""
+    groups = [list(g) for _, g in groupby(sorted(mine, key=_rack_key), key=_rack_key)]
+    # Shared by a site's racks: its boot servers (their DHCP configuration lists the hosts
+    # being deployed) and, with --pair-with-active, its active hosts as RDMA partners.
+    site_locks = {h.host.site: threading.Lock() for h in mine}
+
+    def one(group: list[HostRun]) -> None:
+        started = time.monotonic()
+        batch = _Batch(netbox, group, options, run_id, run_dir, progress, scheduler, image,
+                       extravars)
+        try:
+            batch.go(site_locks[batch.site], len(groups) > 1)
+        except RackliftError as exc:
+            errors.append(f"rack {batch.rack} ({batch.site}) stopped: {exc}")
+            for h in group:
+                if not h.result:
+                    h.result, h.error = INTERRUPTED, f"stopped during {h.reached}: {exc}"
+        finally:
+            for h in group:
+                h.seconds = time.monotonic() - started
+
+    racks.run_all(groups, one, site_of=lambda g: g[0].host.site, limits=options.limits,
+                  name_of=lambda g: g[0].host.rack or "no-rack")
+
+
+def _rack_key(h: HostRun) -> tuple[str, str]:
+    return h.host.site, h.host.rack or ""

@@ -16,6 +16,7 @@ from racklift.pipeline.outcome import PipelineRun
 from racklift.pipeline.plan import ACCEPT_ONLY, PROVISION, REIMAGE, STAGES, Options
 from racklift.pipeline.progress import NORMAL, QUIET, VERBOSE, Progress
 from racklift.pipeline.provision import run
+from racklift.pipeline.racks import DEFAULT_RACKS, DEFAULT_RACKS_PER_SITE, Limits
 from racklift.pipeline.scheduler import scheduler_from_env
 from racklift.tasks.common import SELECTION_HELP, connect, operator_errors, selection
 
@@ -34,6 +35,11 @@ RUN_HELP = {
                  "alone (the journal says so)",
     "pair_with_active": "let the RDMA acceptance test pair new hosts with active hosts of "
                         "their site (known-good partners; the test loads their rails)",
+    "parallel_racks": f"racks worked on at once in the whole run (default {DEFAULT_RACKS}; "
+                      "1: one after another)",
+    "racks_per_site": "racks worked on at once in one site: its boot server and registry "
+                      f"mirror serve them all (default {DEFAULT_RACKS_PER_SITE}; a boot "
+                      "server images one rack at a time whatever this says)",
 }
 
 
@@ -41,6 +47,20 @@ def _stage(name: str | None) -> str | None:
     if name is not None and name not in STAGES:
         raise Exit(f"error: --until takes one of {', '.join(STAGES)}, not {name!r}", code=2)
     return name
+
+
+def _limits(parallel_racks: object, racks_per_site: object) -> Limits:
+    def whole(flag: str, value: object) -> int:
+        try:
+            return int(str(value))
+        except ValueError:
+            raise Exit(f"error: {flag} takes a whole number of racks, not {value!r}",
+                       code=2) from None
+    try:
+        return Limits(whole("--parallel-racks", parallel_racks),
+                      whole("--racks-per-site", racks_per_site))
+    except RackliftError as exc:
+        raise Exit(f"error: {exc}", code=2) from None
 
 
 def _level(quiet: bool, verbose: bool) -> int:
@@ -78,19 +98,22 @@ def _execute(chosen, options: Options, *, check: bool, json: bool, quiet: bool,
 def provision(c, site=None, rack=None, role="gpu-server", host=None, check=False,
               no_image=False, retry_failed=False, reimage=False, json=False, quiet=False,
               verbose=False, max_fail=50, batch_size=None, until=None, no_accept=False,
-              pair_with_active=False):
+              pair_with_active=False, parallel_racks=DEFAULT_RACKS,
+              racks_per_site=DEFAULT_RACKS_PER_SITE):
     """Take planned hosts to the pool: preflight, image, configure, verify + health, accept,
     join. Acceptance runs the load tests the hosts' config context asks for (DCGM, NCCL,
     RDMA in pairs) and admits only hosts that reach its thresholds.
 
-    Racks are batches; one host's failure never stops the others. NetBox moves each host
+    Racks are batches, several at once (--parallel-racks, --racks-per-site); one host's
+    failure never stops the others, nor one rack's another. NetBox moves each host
     planned → staged → active, or failed with the reasons in its journal. A re-run resumes
     where each host stopped (staged hosts continue; failed ones with --retry-failed). Hosts
     that are active are never touched. Exit 1 when any host did not join."""
     chosen = selection(site, rack, role, None, host)
     options = Options(PROVISION, image=not no_image, retry_failed=retry_failed,
                       reimage=reimage, until=_stage(until), accept=not no_accept,
-                      pair_with_active=pair_with_active)
+                      pair_with_active=pair_with_active,
+                      limits=_limits(parallel_racks, racks_per_site))
     _execute(chosen, options, check=check, json=json, quiet=quiet, verbose=verbose,
              max_fail=max_fail, batch_size=batch_size)
 
@@ -100,7 +123,8 @@ def provision(c, site=None, rack=None, role="gpu-server", host=None, check=False
             "force": "also re-image hosts that are active (in the pool)"})
 def reimage(c, host, reason, force=False, check=False, no_image=False, json=False,
             quiet=False, verbose=False, max_fail=50, batch_size=None, until=None,
-            no_accept=False, pair_with_active=False):
+            no_accept=False, pair_with_active=False, parallel_racks=DEFAULT_RACKS,
+            racks_per_site=DEFAULT_RACKS_PER_SITE):
     """Rebuild hosts: drain (scheduler hook), offline, image, configure, verify, accept,
     rejoin.
 
@@ -109,27 +133,31 @@ def reimage(c, host, reason, force=False, check=False, no_image=False, json=Fals
         raise Exit("error: --reason must say why the host is re-imaged", code=2)
     options = Options(REIMAGE, image=not no_image, force=force, reason=reason,
                       until=_stage(until), accept=not no_accept,
-                      pair_with_active=pair_with_active)
+                      pair_with_active=pair_with_active,
+                      limits=_limits(parallel_racks, racks_per_site))
     _execute(selection(host=host), options, check=check, json=json, quiet=quiet,
              verbose=verbose, max_fail=max_fail, batch_size=batch_size)
 
 
 @task(help={**{k: v for k, v in SELECTION_HELP.items() if k != "status"},
             **{k: RUN_HELP[k] for k in ("check", "json", "quiet", "verbose",
-                                        "pair_with_active")},
+                                        "pair_with_active", "parallel_racks",
+                                        "racks_per_site")},
             "retry_failed": "also take hosts whose acceptance failed",
             "force": "also test hosts that are active (in the pool): drained through the "
                      "scheduler hook first, back in the pool when they pass",
             "reason": "why, for the journal and the scheduler's drain reason (with --force)"})
 def accept(c, site=None, rack=None, role="gpu-server", host=None, check=False,
            retry_failed=False, force=False, reason="", pair_with_active=False, json=False,
-           quiet=False, verbose=False):
+           quiet=False, verbose=False, parallel_racks=DEFAULT_RACKS,
+           racks_per_site=DEFAULT_RACKS_PER_SITE):
     """Run the acceptance tests alone on hosts verify has passed: DCGM diagnostics, NCCL
     all-reduce and RDMA bandwidth in pairs, at the thresholds of their config context.
     Passing hosts join the pool; slow ones go failed with the figure and the threshold.
     Exit 1 when any host did not join."""
     options = Options(ACCEPT_ONLY, image=False, retry_failed=retry_failed, force=force,
-                      reason=reason, pair_with_active=pair_with_active)
+                      reason=reason, pair_with_active=pair_with_active,
+                      limits=_limits(parallel_racks, racks_per_site))
     _execute(selection(site, rack, role, None, host), options, check=check, json=json,
              quiet=quiet, verbose=verbose, max_fail=50, batch_size=None)
 

@@ -95,7 +95,7 @@ def judge_bundle(expected: ExpectedHost,
 
 
 def collect(netbox: NetBox, hosts: list[ExpectedHost], bundle_dir: Path, *,
-            artifacts: Path | None = None,
+            artifacts: Path | None = None, ident: str = "collect",
             on_event: Callable[[HostEvent], None] | None = None,
             container_check: bool = False,
             extravars: Mapping[str, Any] | None = None) -> dict[str, bundles.Bundle | str]:
@@ -105,7 +105,7 @@ def collect(netbox: NetBox, hosts: list[ExpectedHost], bundle_dir: Path, *,
     (the gate does; support bundles stay read-only)."""
     out: dict[str, bundles.Bundle | str] = {}
     result = run_playbook("collect.yml", [h.name for h in hosts], netbox.settings,
-                          artifacts=artifacts, ident="collect", on_event=on_event,
+                          artifacts=artifacts, ident=ident, on_event=on_event,
                           extravars={**(extravars or {}),
                                      "racklift_container_check": container_check},
                           capture=[COLLECT_TASK, CONTAINER_CHECK_TASK])
@@ -135,8 +135,10 @@ def gate(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *, write: boo
          admit: Callable[[ExpectedHost], bool] = lambda h: not asks_acceptance(h),
          progress: Callable[[str], None] = lambda _: None,
          on_event: Callable[[HostEvent], None] | None = None,
-         extravars: Mapping[str, Any] | None = None) -> list[HostVerdict]:
+         extravars: Mapping[str, Any] | None = None, ident: str = "collect",
+         ) -> list[HostVerdict]:
     """Collect, compare, check and (unless `write` is false) record the verdicts of `hosts`.
+    `ident`: the collector's Ansible artifacts directory (the pipeline's racks each their own).
     `run` is the pipeline run that holds the hosts' locks, if one calls the gate; hosts locked
     by any other run, not configured, or whose status changed meanwhile are reported only.
     `admit`: whether passing puts a host in the pool; by default unless its context asks for
@@ -144,7 +146,7 @@ def gate(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *, write: boo
     reachable = [h for h in hosts if not h.problems and h.address and h.status in VERIFIED]
     progress(f"collecting facts from {len(reachable)} hosts")
     collected = (collect(netbox, reachable, run_dir / "bundles", artifacts=run_dir / "ansible",
-                         container_check=True, extravars=extravars,
+                         ident=ident, container_check=True, extravars=extravars,
                          on_event=on_event) if reachable else {})
     verdicts = []
     observed = []

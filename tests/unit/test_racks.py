@@ -79,3 +79,18 @@ def test_what_one_rack_raises_is_raised_after_the_others_finished():
     with pytest.raises(ValueError, match="rack a1"):
         run_all(["a1", "a2", "b1"], work, site, Limits(total=2, per_site=2))
     assert sorted(done) == ["a2", "b1"]
+
+
+@pytest.mark.parametrize(("given", "message"), [
+    (("two", None), "error: --parallel-racks takes a whole number of racks, not 'two'"),
+    ((None, "0"), "error: --racks-per-site takes a whole number of racks from 1, not 0")])
+def test_the_flags_refuse_what_is_no_number_of_racks(given, message):
+    from invoke.exceptions import Exit
+
+    from racklift.tasks.pipeline import _limits
+
+    assert _limits(None, None) == Limits()
+    assert _limits("8", "2") == Limits(total=8, per_site=2)
+    with pytest.raises(Exit) as caught:
+        _limits(*given)
+    assert caught.value.code == 2 and str(caught.value.message).startswith(message)

@@ -49,16 +49,19 @@ def _stage(name: str | None) -> str | None:
     return name
 
 
-def _limits(parallel_racks: object, racks_per_site: object) -> Limits:
-    def whole(flag: str, value: object) -> int:
+def _limits(parallel_racks: str | None, racks_per_site: str | None) -> Limits:
+    # Flags taken as text (invoke's own int cast ends in a traceback on "two").
+    def whole(flag: str, value: str | None, default: int) -> int:
+        if value is None:
+            return default
         try:
-            return int(str(value))
+            return int(value)
         except ValueError:
             raise Exit(f"error: {flag} takes a whole number of racks, not {value!r}",
                        code=2) from None
     try:
-        return Limits(whole("--parallel-racks", parallel_racks),
-                      whole("--racks-per-site", racks_per_site))
+        return Limits(whole("--parallel-racks", parallel_racks, DEFAULT_RACKS),
+                      whole("--racks-per-site", racks_per_site, DEFAULT_RACKS_PER_SITE))
     except RackliftError as exc:
         raise Exit(f"error: {exc}", code=2) from None
 
@@ -98,8 +101,8 @@ def _execute(chosen, options: Options, *, check: bool, json: bool, quiet: bool,
 def provision(c, site=None, rack=None, role="gpu-server", host=None, check=False,
               no_image=False, retry_failed=False, reimage=False, json=False, quiet=False,
               verbose=False, max_fail=50, batch_size=None, until=None, no_accept=False,
-              pair_with_active=False, parallel_racks=DEFAULT_RACKS,
-              racks_per_site=DEFAULT_RACKS_PER_SITE):
+              pair_with_active=False, parallel_racks=None,
+              racks_per_site=None):
     """Take planned hosts to the pool: preflight, image, configure, verify + health, accept,
     join. Acceptance runs the load tests the hosts' config context asks for (DCGM, NCCL,
     RDMA in pairs) and admits only hosts that reach its thresholds.
@@ -123,8 +126,8 @@ def provision(c, site=None, rack=None, role="gpu-server", host=None, check=False
             "force": "also re-image hosts that are active (in the pool)"})
 def reimage(c, host, reason, force=False, check=False, no_image=False, json=False,
             quiet=False, verbose=False, max_fail=50, batch_size=None, until=None,
-            no_accept=False, pair_with_active=False, parallel_racks=DEFAULT_RACKS,
-            racks_per_site=DEFAULT_RACKS_PER_SITE):
+            no_accept=False, pair_with_active=False, parallel_racks=None,
+            racks_per_site=None):
     """Rebuild hosts: drain (scheduler hook), offline, image, configure, verify, accept,
     rejoin.
 
@@ -149,8 +152,8 @@ def reimage(c, host, reason, force=False, check=False, no_image=False, json=Fals
             "reason": "why, for the journal and the scheduler's drain reason (with --force)"})
 def accept(c, site=None, rack=None, role="gpu-server", host=None, check=False,
            retry_failed=False, force=False, reason="", pair_with_active=False, json=False,
-           quiet=False, verbose=False, parallel_racks=DEFAULT_RACKS,
-           racks_per_site=DEFAULT_RACKS_PER_SITE):
+           quiet=False, verbose=False, parallel_racks=None,
+           racks_per_site=None):
     """Run the acceptance tests alone on hosts verify has passed: DCGM diagnostics, NCCL
     all-reduce and RDMA bandwidth in pairs, at the thresholds of their config context.
     Passing hosts join the pool; slow ones go failed with the figure and the threshold.

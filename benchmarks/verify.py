@@ -11,7 +11,12 @@ Needs the lab NetBox (`invoke netbox.up`). The hosts are lab containers on their
 network and rack (benchmarks/lab_up.py's: racklift-bench, 10.89.2.0/24, rack B01), started
 once for the largest size and removed at the end with their NetBox records.
 
-Usage: .venv/bin/python benchmarks/verify.py [--hosts 8,32,64] [--runs 1]
+The hosts' emulated tools answer as slowly as real ones (`--latency realistic`, the default:
+racklift.lab.hwemu.latency.REALISTIC, e.g. `nvidia-smi -q -x` 6 s, `ibnetdiscover` 3 s, each
+figure with its source), sleeping meanwhile as a real tool waits on its driver; `--latency
+none` is the lab's default, every tool at once, which measures CPU contention alone.
+
+Usage: .venv/bin/python benchmarks/verify.py [--hosts 8,32,64] [--runs 1] [--latency realistic]
 The last line reads `verify N hosts: racklift X s, ansible defaults Y s, ratio Z` (largest N).
 """
 
@@ -23,15 +28,16 @@ import resource
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from common import connect, growth, lab, load, machine, median
 from lab_up import BENCH_NET
 
-from racklift.lab import hosts
+from racklift.lab import hardware, hosts
 from racklift.lab import rack as lab_rack
-from racklift.netbox.client import NetBox
+from racklift.lab.hwemu.latency import REALISTIC
+from racklift.netbox.client import NetBox, NetBoxSettings
 from racklift.netbox.reader import Selection
 from racklift.verify.gate import verify
 
@@ -44,6 +50,14 @@ ANSIBLE_DEFAULTS = {
     "ANSIBLE_SSH_ARGS": "-C -o ControlMaster=auto -o ControlPersist=60s",
 }
 MODES: dict[str, Mapping[str, str]] = {"racklift": {}, "ansible defaults": ANSIBLE_DEFAULTS}
+LATENCY: dict[str, Mapping[str, float]] = {"realistic": REALISTIC, "none": {}}
+
+
+def set_latency(names: list[str], table: Mapping[str, float], settings: NetBoxSettings) -> None:
+    """Every bench host's emulated tools take `table`'s time (their profiles, pushed)."""
+    for name in names:
+        hardware.save(replace(hardware.load(name, BENCH_NET), latency=dict(table)), BENCH_NET)
+    hardware.push(names, settings, BENCH_NET)
 
 
 @contextmanager
@@ -110,15 +124,18 @@ def one_run(netbox: NetBox, names: list[str], settings: Mapping[str, str]) -> Ru
                None if host is None or host_after is None else host_after - host)
 
 
-def cpu_note(run: Run) -> str:
+def cpu_note(run: Run, count: int) -> str:
     hosts_cpu = "n/a" if run.hosts_cpu is None else f"{run.hosts_cpu:.0f} s"
-    return f"CPU: controller {run.controller_cpu:.0f} s, hosts {hosts_cpu}"
+    return (f"CPU: controller {run.controller_cpu:.0f} s ({run.controller_cpu / count:.2f} s "
+            f"per host), hosts {hosts_cpu}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hosts", default="8,32,64", help="host counts, comma-separated")
     parser.add_argument("--runs", type=int, default=1, help="runs per size and mode")
+    parser.add_argument("--latency", choices=sorted(LATENCY), default="realistic",
+                        help="how long the hosts' emulated tools take (default: realistic)")
     args = parser.parse_args()
     sizes = sorted(int(n) for n in args.hosts.split(","))
 
@@ -131,6 +148,8 @@ def main() -> None:
         rack = lab_rack.up(netbox, sizes[-1], RACK, net=BENCH_NET)
         print(f"{sizes[-1]} lab hosts up in {rack.seconds:.0f} s ({load()})", flush=True)
         names = sorted(h.name for h in rack.hosts)
+        set_latency(names, LATENCY[args.latency], settings)
+        print(f"tool latency: {args.latency}", flush=True)
         for size in sizes:
             print(f"\n{size} hosts:", flush=True)
             seconds: dict[str, list[float]] = {mode: [] for mode in MODES}
@@ -139,7 +158,7 @@ def main() -> None:
                     run = one_run(netbox, names[:size], values)
                     seconds[mode].append(run.seconds)
                     print(f"  {mode} run {round_ + 1}: {run.seconds:.1f} s, {run.outcome}; "
-                          f"{cpu_note(run)} ({load()})", flush=True)
+                          f"{cpu_note(run, size)} ({load()})", flush=True)
             for mode in MODES:
                 value = median(seconds[mode])
                 medians[mode].append(value)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 
 from .command import ToolExit
@@ -22,6 +23,7 @@ from .faults import FAULTS, heal, inject
 from .generate import generate_profile
 from .infiniband import _sorted_hcas, ibstat, ibv_devinfo
 from .kernel import dmesg, write_sysfs
+from .latency import delay
 from .nccl_tests import all_reduce_perf
 from .nvidia_smi import (
     _select_gpus,
@@ -257,6 +259,7 @@ def _run_tool(name: str, args: list[str]) -> int:
     except (OSError, ValueError, subprocess.CalledProcessError) as exc:
         sys.stderr.write(f"{name}: cannot read the hardware profile or packages: {exc}\n")
         return 1
+    time.sleep(delay(profile.latency, name, args))  # idle, as the real tool waits
     try:
         sys.stdout.write(TOOLS[name](profile, args))
     except ToolExit as exc:

@@ -287,6 +287,8 @@ class Profile:
     # The lab's cable plan for the HCAs: CA → [leaf switch, port number]. Each HCA's peer is
     # set from it (cabled); a fault may move a peer, healing puts it back.
     cables: dict[str, list[Any]] = field(default_factory=dict)
+    # How long each tool takes to answer (latency.py): invocation → seconds; empty: at once.
+    latency: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

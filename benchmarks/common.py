@@ -14,10 +14,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from racklift.lab import netbox_server
+from racklift.lab import hardware, hosts, netbox_server
+from racklift.lab.hwemu.latency import REALISTIC
 from racklift.netbox.client import NetBox, NetBoxSettings
 
 BIN = Path(sys.prefix) / "bin"
@@ -34,6 +35,19 @@ def lab() -> tuple[netbox_server.NetBoxInstance, NetBoxSettings]:
 
 def connect(settings: NetBoxSettings) -> NetBox:
     return NetBox.connect(settings)
+
+
+# How long the lab hosts' emulated tools take: as real ones (each figure with its source), or
+# at once (the lab's default: the run then measures CPU contention alone).
+LATENCY: dict[str, Mapping[str, float]] = {"realistic": REALISTIC, "none": {}}
+
+
+def set_latency(names: Sequence[str], table: Mapping[str, float], settings: NetBoxSettings,
+                net: hosts.LabNet) -> None:
+    """The lab hosts' emulated tools take `table`'s time (their profiles, pushed)."""
+    for name in names:
+        hardware.save(replace(hardware.load(name, net), latency=dict(table)), net)
+    hardware.push(names, settings, net)
 
 
 def load() -> str:

@@ -6,11 +6,15 @@ Each rack is new: fresh containers, `planned` in NetBox, on a podman network of 
 (10.89.11-14.0/24, clear of the lab's and the tests'), all in site lab1 (so --racks-per-site
 is the limit that counts). Everything is removed at the end, NetBox records included.
 
+`--latency realistic` makes the hosts' emulated tools as slow as real ones (DCGM's level 2
+diagnostics about two minutes, `nvidia-smi -q -x` 6 s; racklift.lab.hwemu.latency): time a
+rack spends waiting, which other racks' work can fill. The default, `none`, answers at once.
+
 The image stage is left out: the virtual rack's VMs run under TCG here (one VM's configure
 takes about 13 minutes), so four racks of them do not fit this machine.
 
 Needs the lab NetBox (`invoke netbox.up`).
-Usage: .venv/bin/python benchmarks/provision.py [--hosts 4] [--racks 4]
+Usage: .venv/bin/python benchmarks/provision.py [--hosts 4] [--racks 4] [--latency none]
 The last line reads `provision 4 racks: racklift X s, one rack Y s, ratio Z` (X/Y).
 """
 
@@ -23,11 +27,11 @@ import resource
 import tempfile
 from collections import Counter
 
-from common import connect, lab, load, machine
+from common import LATENCY, connect, lab, load, machine, set_latency
 
 from racklift.lab import hosts
 from racklift.lab import rack as lab_rack
-from racklift.netbox.client import NetBox
+from racklift.netbox.client import NetBox, NetBoxSettings
 from racklift.netbox.reader import Selection
 from racklift.pipeline.plan import Options
 from racklift.pipeline.progress import QUIET, Progress
@@ -49,7 +53,8 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def provision(netbox: NetBox, racks: list[str], count: int) -> float:
+def provision(netbox: NetBox, settings: NetBoxSettings, racks: list[str], count: int,
+              latency: str) -> float:
     """Bring up `racks` (fresh), provision them in one run, take them down: the run's seconds."""
     nets = [bench_net(i + 1) for i in range(len(racks))]
     try:
@@ -57,6 +62,8 @@ def provision(netbox: NetBox, racks: list[str], count: int) -> float:
         for rack, net in zip(racks, nets, strict=True):
             up = lab_rack.up(netbox, count, rack, net=net)
             names += [h.name for h in up.hosts]
+            if LATENCY[latency]:
+                set_latency([h.name for h in up.hosts], LATENCY[latency], settings, net)
         lab_rack.replan(netbox, names)
         cpu = cpu_seconds()
         lines: list[str] = []
@@ -89,14 +96,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hosts", type=int, default=4, help="hosts per rack")
     parser.add_argument("--racks", type=int, default=4, help="racks in the parallel run")
+    parser.add_argument("--latency", choices=sorted(LATENCY), default="none",
+                        help="how long the hosts' emulated tools take (default: at once)")
     args = parser.parse_args()
     _, settings = lab()
     netbox = connect(settings)
-    print(f"machine: {machine()}; {load()}", flush=True)
+    print(f"machine: {machine()}; {load()}; tool latency: {args.latency}", flush=True)
     for i in range(args.racks):
         lab_rack.down(netbox, bench_net(i + 1))  # leftovers of an interrupted run
-    one = provision(netbox, ["B11"], args.hosts)
-    many = provision(netbox, [f"B2{i + 1}" for i in range(args.racks)], args.hosts)
+    one = provision(netbox, settings, ["B11"], args.hosts, args.latency)
+    many = provision(netbox, settings, [f"B2{i + 1}" for i in range(args.racks)], args.hosts,
+                     args.latency)
     print(f"{load()} at the end")
     print(f"provision {args.racks} racks: racklift {many:.1f} s, one rack {one:.1f} s, "
           f"ratio {many / one:.2f}")

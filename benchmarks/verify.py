@@ -28,16 +28,15 @@ import resource
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
-from common import connect, growth, lab, load, machine, median
+from common import LATENCY, connect, growth, lab, load, machine, median, set_latency
 from lab_up import BENCH_NET
 
-from racklift.lab import hardware, hosts
+from racklift.lab import hosts
 from racklift.lab import rack as lab_rack
-from racklift.lab.hwemu.latency import REALISTIC
-from racklift.netbox.client import NetBox, NetBoxSettings
+from racklift.netbox.client import NetBox
 from racklift.netbox.reader import Selection
 from racklift.verify.gate import verify
 
@@ -50,14 +49,6 @@ ANSIBLE_DEFAULTS = {
     "ANSIBLE_SSH_ARGS": "-C -o ControlMaster=auto -o ControlPersist=60s",
 }
 MODES: dict[str, Mapping[str, str]] = {"racklift": {}, "ansible defaults": ANSIBLE_DEFAULTS}
-LATENCY: dict[str, Mapping[str, float]] = {"realistic": REALISTIC, "none": {}}
-
-
-def set_latency(names: list[str], table: Mapping[str, float], settings: NetBoxSettings) -> None:
-    """Every bench host's emulated tools take `table`'s time (their profiles, pushed)."""
-    for name in names:
-        hardware.save(replace(hardware.load(name, BENCH_NET), latency=dict(table)), BENCH_NET)
-    hardware.push(names, settings, BENCH_NET)
 
 
 @contextmanager
@@ -148,7 +139,7 @@ def main() -> None:
         rack = lab_rack.up(netbox, sizes[-1], RACK, net=BENCH_NET)
         print(f"{sizes[-1]} lab hosts up in {rack.seconds:.0f} s ({load()})", flush=True)
         names = sorted(h.name for h in rack.hosts)
-        set_latency(names, LATENCY[args.latency], settings)
+        set_latency(names, LATENCY[args.latency], settings, BENCH_NET)
         print(f"tool latency: {args.latency}", flush=True)
         for size in sizes:
             print(f"\n{size} hosts:", flush=True)

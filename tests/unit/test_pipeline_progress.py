@@ -53,10 +53,29 @@ def test_a_helper_host_of_a_stage_shows_without_a_stage():
     progress.stage(["vm1"], "image")
     progress.event(HostEvent("boot1", "start", "Wait on the boot server"))
     clock.now += 11
+    progress.event(HostEvent("boot1", "ok", "Wait on the boot server"))
     progress.event(HostEvent("boot1", "failed", "Wait on the boot server", "dnsmasq died"))
     assert lines[1:] == [
-        "[  11.0s] boot1: FAILED: failed at 'Wait on the boot server': dnsmasq died",
-        "[  11.0s] boot1: 11s, Wait on the boot server"]
+        "[  11.0s] boot1: 11s, Wait on the boot server",
+        "[  11.0s] boot1: FAILED: failed at 'Wait on the boot server': dnsmasq died"]
+
+
+def test_a_failed_host_and_a_finished_rack_leave_the_heartbeat():
+    progress, lines, clock = make(NORMAL)
+    progress.stage(["a1", "a2"], "verify")
+    progress.stage(["b1"], "configure")
+    for host in ("a1", "a2", "b1"):
+        progress.event(HostEvent(host, "start", "Run the collector" if host < "b"
+                                 else "base_os : chrony"))
+    progress.failed("a2", "verify", "XID 79")
+    clock.now += 11
+    progress.beat()
+    assert lines[-1] == ("[  11.0s] a1: verify 11s, Run the collector; "
+                         "b1: configure 11s, base_os : chrony")
+    progress.done(["a1", "a2"])  # rack a has finished; rack b goes on
+    clock.now += 11
+    progress.beat()
+    assert lines[-1] == "[  22.0s] b1: configure 22s, base_os : chrony"
 
 
 def test_a_helper_host_leaves_the_heartbeat_when_the_next_stage_starts():

@@ -60,9 +60,18 @@ class Progress:
 
     def failed(self, host: str, stage: str, why: str) -> None:
         with self._lock:
+            state = self.hosts.get(host)
+            if state is not None:
+                state.task = ""  # it runs nothing more: out of the heartbeat
             if (host, stage) not in self._failed:  # the first reason; the report has them all
                 self._failed.add((host, stage))
                 self._line(f"{host}: {_prefix(stage)}FAILED: {why}")  # shown even when quiet
+
+    def done(self, hosts: list[str]) -> None:
+        """Hosts whose rack has finished: out of the heartbeat of the racks still running."""
+        with self._lock:
+            for host in hosts:
+                self.hosts.pop(host, None)
 
     def event(self, event: HostEvent) -> None:
         with self._lock:

@@ -440,6 +440,7 @@ def _batches(netbox: NetBox, mine: list[HostRun], options: Options, run_id: str,
         finally:
             for h in group:
                 h.seconds = time.monotonic() - started
+            progress.done([h.name for h in group])
 
     racks.run_all(groups, one, site_of=lambda g: g[0].host.site, limits=options.limits,
                   name_of=lambda g: g[0].host.rack or "no-rack")

@@ -300,13 +300,9 @@ class _Batch:
                                                              roles=("gpu-server",)))
                 if h.name not in taken and h.address]
 
-    def go(self, site_lock: threading.Lock, announce: bool) -> None:
+    def go(self, site_lock: threading.Lock) -> None:
         """Every stage asked for; `site_lock` held while this rack uses what its site's racks
-        share. `announce`: say when the rack starts and ends (one rack among several)."""
-        started = time.monotonic()
-        if announce:
-            self.progress.note(f"rack {self.rack} ({self.site}): started, "
-                               f"{len(self.runs)} hosts")
+        share."""
         self.start()
         with self.shared(site_lock, IMAGE, bool(self.live(IMAGE))):
             self.run_image()
@@ -319,11 +315,6 @@ class _Batch:
         for h in self.runs:
             if not h.result:  # went through every stage asked for (--until)
                 h.result = STAGED
-        if announce:
-            counts = Counter(h.result for h in self.runs)
-            self.progress.note(f"rack {self.rack} ({self.site}): finished in "
-                               f"{time.monotonic() - started:.0f} s: "
-                               + ", ".join(f"{n} {r}" for r, n in sorted(counts.items())))
 
     @contextmanager
     def shared(self, site_lock: threading.Lock, stage: str, needed: bool) -> Iterator[None]:
@@ -426,21 +417,31 @@ def _batches(netbox: NetBox, mine: list[HostRun], options: Options, run_id: str,
     # being deployed) and, with --pair-with-active, its active hosts as RDMA partners.
     site_locks = {h.host.site: threading.Lock() for h in mine}
 
+    # Among several racks, each says when it starts and how it ended (stopped ones too).
+    announce = len(groups) > 1
+
     def one(group: list[HostRun]) -> None:
         started = time.monotonic()
         batch = _Batch(netbox, group, options, run_id, run_dir, progress, scheduler, image,
                        extravars)
+        if announce:
+            progress.note(f"rack {batch.rack} ({batch.site}): started, {len(group)} hosts")
         try:
-            batch.go(site_locks[batch.site], len(groups) > 1)
+            batch.go(site_locks[batch.site])
         except RackliftError as exc:
             errors.append(f"rack {batch.rack} ({batch.site}) stopped: {exc}")
             for h in group:
                 if not h.result:
                     h.result, h.error = INTERRUPTED, f"stopped during {h.reached}: {exc}"
         finally:
+            seconds = time.monotonic() - started
             for h in group:
-                h.seconds = time.monotonic() - started
+                h.seconds = seconds
             progress.done([h.name for h in group])
+            if announce:
+                counts = Counter(h.result for h in group)
+                progress.note(f"rack {batch.rack} ({batch.site}): finished in {seconds:.0f} s: "
+                              + ", ".join(f"{n} {r}" for r, n in sorted(counts.items())))
 
     racks.run_all(groups, one, site_of=lambda g: g[0].host.site, limits=options.limits,
                   name_of=lambda g: g[0].host.rack or "no-rack")

@@ -9,8 +9,8 @@ links to the launcher (dispatch on the program name); ``hwemu-tool
 tool name) and, on the controller, ``python -m racklift.lab.hwemu <subcommand>`` run the rest.
 The hardware is described by a JSON profile read from ``$RACKLIFT_HW_PROFILE`` (default
 ``/etc/racklift-lab/hardware.json``); its latency table (latency.py) makes a tool take as long
-as the real one (benchmarks), empty by default. On lab hosts the driver is not the profile's but the
-installed package's (``Profile.driver_from_packages``).
+as the real one (benchmarks), empty by default. On lab hosts the driver is not the profile's
+but the installed package's (``Profile.driver_from_packages``).
 
 Output formats follow real captures (see ``tests/fixtures/real/SOURCES.md``):
 

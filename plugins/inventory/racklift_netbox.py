@@ -18,6 +18,11 @@ description:
     expected model (interface types, GPUs) is what C(racklift verify) reads, not host vars.
   - A failure (NetBox unreachable, bad token, unknown rack or site) fails the inventory;
     set C(unparsed_is_failed) so Ansible does not carry on with an empty one.
+  - With C(cache) on, the last read is kept in C(cache_connection) and each run brings it up
+    to date from NetBox's change log (racklift.netbox.inventory_sync), reading only the hosts
+    the changes touch; it reads in full after C(cache_timeout) seconds (0, never), with
+    C(--flush-cache), and whenever it cannot be sure (C(-v) says why). C(cache_plugin) is not
+    used.
 extends_documentation_fragment:
   - inventory_cache
 options:
@@ -81,9 +86,8 @@ plugin: racklift_netbox
 racks: [R12]
 statuses: [planned, failed]
 cache: true
-cache_plugin: ansible.builtin.jsonfile
 cache_connection: ~/.cache/racklift/inventory
-cache_timeout: 300
+cache_timeout: 3600
 """
 
 import json  # noqa: E402
@@ -91,20 +95,22 @@ from dataclasses import replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from ansible.errors import AnsibleParserError  # noqa: E402
-from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable  # noqa: E402
+from ansible.plugins.inventory import BaseInventoryPlugin  # noqa: E402
 
 try:
     from racklift.errors import RackliftError
-    from racklift.inventory import load
+    from racklift.inventory import load, load_warm
     from racklift.netbox.client import NetBoxSettings
+    from racklift.netbox.inventory_sync import state_path
     from racklift.netbox.reader import Selection
+    from racklift.paths import cache_dir
 except ImportError as exc:  # pragma: no cover - depends on the interpreter running Ansible
     RACKLIFT_IMPORT_ERROR: ImportError | None = exc
 else:
     RACKLIFT_IMPORT_ERROR = None
 
 
-class InventoryModule(BaseInventoryPlugin, Cacheable):
+class InventoryModule(BaseInventoryPlugin):
     NAME = "racklift_netbox"
 
     def verify_file(self, path: str) -> bool:
@@ -145,22 +151,27 @@ class InventoryModule(BaseInventoryPlugin, Cacheable):
         selection = self._selection()
         settings = NetBoxSettings(url=str(self.get_option("url")).rstrip("/"),
                                   token=self._token())
-        cache_key = self.get_cache_key(f"{path}:{settings.url}:{selection}")
-        use_cache = self.get_option("cache") and cache
-        data = None
-        if use_cache:
-            try:
-                data = self._cache[cache_key]
-            except KeyError:
-                data = None
-        if data is None:
-            try:
-                data = load(settings, selection)
-            except RackliftError as exc:
-                raise AnsibleParserError(f"racklift_netbox: {exc}") from None
+        try:
             if self.get_option("cache"):
-                self._cache[cache_key] = data
+                data = self._warm(settings, selection, refresh=not cache)
+            else:
+                data = load(settings, selection)
+        except RackliftError as exc:
+            raise AnsibleParserError(f"racklift_netbox: {exc}") from None
         self._populate(data)
+
+    def _warm(self, settings: NetBoxSettings, selection: Selection, *,
+              refresh: bool) -> dict:
+        directory = Path(self.get_option("cache_connection")
+                         or cache_dir() / "inventory").expanduser()
+        kept = state_path(directory, settings.url, selection)
+        if refresh:  # --flush-cache: a full read
+            kept.unlink(missing_ok=True)
+        # Ansible's cache_timeout 0 means "never expires".
+        max_age = float(self.get_option("cache_timeout")) or float("inf")
+        data, how = load_warm(settings, selection, kept, max_age=max_age)
+        self.display.v(f"racklift_netbox: {how}")
+        return data
 
     def _populate(self, data: dict) -> None:
         for device in data["_meta"].get("racklift_refused", ()):

@@ -12,13 +12,15 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from racklift.netbox.client import NetBox, NetBoxSettings
 from racklift.netbox.desired import role_vars
 from racklift.netbox.expected import InventoryHost
 from racklift.netbox.identity import has_identity
-from racklift.netbox.inventory_reader import read_inventory_hosts
+from racklift.netbox.inventory_reader import build_inventory_hosts, read_inventory_hosts
+from racklift.netbox.inventory_sync import sync
 from racklift.netbox.reader import Selection
 
 INCOMPLETE_GROUP = "racklift_incomplete"
@@ -90,6 +92,14 @@ def build_inventory(hosts: Iterable[InventoryHost]) -> dict[str, Any]:
 
 def load(settings: NetBoxSettings, selection: Selection) -> dict[str, Any]:
     return build_inventory(read_inventory_hosts(NetBox.connect(settings), selection))
+
+
+def load_warm(settings: NetBoxSettings, selection: Selection, kept: Path, *,
+              max_age: float) -> tuple[dict[str, Any], str]:
+    """The inventory from the model kept in `kept`, brought up to date from NetBox's change
+    log (racklift.netbox.inventory_sync); and how it was read."""
+    synced = sync(NetBox.connect(settings), selection, kept, max_age=max_age)
+    return build_inventory(build_inventory_hosts(synced.raw)), synced.how
 
 
 def without_unsafe(value: Any) -> Any:

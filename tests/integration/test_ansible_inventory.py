@@ -117,19 +117,26 @@ def test_failures_fail_the_inventory_not_empty_it(instance, seeded_netbox):
     assert "no rack named R99" in bad_rack.stderr
 
 
-def test_cache_serves_the_second_read_until_flushed(instance, seeded_netbox, tmp_path):
+def test_the_kept_inventory_sees_each_change_and_flush_reads_in_full(instance, seeded_netbox,
+                                                                    tmp_path):
     env = {"ANSIBLE_INVENTORY_CACHE": "true",
            "ANSIBLE_INVENTORY_CACHE_CONNECTION": str(tmp_path)}
     first = listed(instance, **env)
-    assert list(tmp_path.iterdir()), "the inventory was not cached"
+    assert list(tmp_path.iterdir()), "the inventory was not kept"
     device = seeded_netbox.get_all("dcim/devices", {"name": "gpu-0001"})[0]
     seeded_netbox.update("dcim/devices", [{"id": device["id"], "serial": "CHANGED"}])
-    cached = listed(instance, **env)
-    assert cached == first
-    fresh = run("ansible-inventory", "--list", "--flush-cache", NETBOX_URL=instance.url,
-                NETBOX_TOKEN=instance.token, **env)
-    hostvars = without_unsafe(json.loads(fresh.stdout))["_meta"]["hostvars"]
+    warm = run("ansible-inventory", "--list", "-v", NETBOX_URL=instance.url,
+               NETBOX_TOKEN=instance.token, **env)
+    assert "1 changes since the last read: 1 devices read again" in warm.stdout
+    hostvars = without_unsafe(json.loads(warm.stdout[warm.stdout.index("{"):]))[
+        "_meta"]["hostvars"]
     assert hostvars["gpu-0001"]["racklift_expected"]["serial"] == "CHANGED"
+    first["_meta"]["hostvars"]["gpu-0001"]["racklift_expected"]["serial"] = "CHANGED"
+    assert without_unsafe(json.loads(warm.stdout[warm.stdout.index("{"):])) == first
+    fresh = run("ansible-inventory", "--list", "-v", "--flush-cache", NETBOX_URL=instance.url,
+                NETBOX_TOKEN=instance.token, **env)
+    assert "racklift_netbox: full read (nothing kept from an earlier read)" in fresh.stdout
+    assert without_unsafe(json.loads(fresh.stdout[fresh.stdout.index("{"):])) == first
 
 
 def test_netbox_text_is_never_templated(instance, seeded_netbox):

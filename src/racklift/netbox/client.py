@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import pynetbox
@@ -205,13 +207,28 @@ class NetBox:
 
     # -- reads --------------------------------------------------------------------------------
 
-    def _get(self, path: str, params: Mapping[str, Any], what: str) -> Any:
+    def _response(self, path: str, params: Mapping[str, Any], what: str) -> requests.Response:
         with _errors(self.url, what):
             response = self.api.http_session.get(f"{self.url}{path}", params=params,
                                                  timeout=self.timeout)
         if not response.ok:
             raise _http_error(self.url, what, response)
-        return response.json()
+        return response
+
+    def _get(self, path: str, params: Mapping[str, Any], what: str) -> Any:
+        return self._response(path, params, what).json()
+
+    def get_dated(self, endpoint: str, params: Mapping[str, Any]) -> tuple[Any, datetime]:
+        """One page of `endpoint`, and NetBox's clock when it answered (its `Date` header,
+        to the second; this machine's clock may differ from NetBox's)."""
+        what = f"reading {endpoint}"
+        response = self._response(f"/api/{endpoint}/", params, what)
+        try:
+            date = parsedate_to_datetime(response.headers["Date"])
+        except (KeyError, TypeError, ValueError):
+            raise NetBoxError(f"NetBox at {self.url} sent no usable Date header when "
+                              f"{what}: check the proxy in front of it") from None
+        return response.json(), date
 
     def get_all(self, endpoint: str, params: Mapping[str, Any] | None = None,
                 fields: Iterable[str] | None = None) -> list[dict[str, Any]]:

@@ -11,14 +11,20 @@ shared with racklift.netbox.reader. `build_inventory_hosts` is pure.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from racklift.netbox.client import NetBox
 from racklift.netbox.expected import InventoryHost
 from racklift.netbox.identity import name_problems
 from racklift.netbox.reader import (
+    DEVICE_FIELDS,
     FETCH_WORKERS,
+    IP_FIELDS,
+    MODULE_FIELDS,
+    MODULE_PARAMS,
     Json,
     Selection,
     choose,
@@ -68,23 +74,52 @@ def fetch_inventory(netbox: NetBox, selection: Selection) -> RawInventory:
         reads = read_selection(pool, netbox, chosen, _mac_interfaces, INTERFACE_FIELDS)
         modules_read = read_gpu_modules(pool, netbox, chosen)
         devices = [d for d in reads.devices.result() if chosen.holds(d["id"])]
-        types = read_types(pool, netbox, devices)
-        interfaces = {i["id"]: i for i in reads.interfaces.result()}
-        ip_addresses = [ip for ip in reads.ip_addresses.result()
-                        if ip.get("assigned_object_type") == "dcim.interface"]
-        holders = {ip["assigned_object_id"] for ip in ip_addresses}
-        for iface in netbox.get_for_ids("dcim/interfaces", "id", holders - set(interfaces),
-                                        fields=INTERFACE_FIELDS):
-            interfaces[iface["id"]] = iface
-        device_ids = {d["id"] for d in devices}
-        kept = {k: i for k, i in interfaces.items() if ref_id(i, "device") in device_ids
-                and (i.get("primary_mac_address") or k in holders)}
-        return RawInventory(devices, types.device_types.result(),
-                            types.interface_templates.result(), types.item_templates.result(),
-                            list(kept.values()),
-                            [ip for ip in ip_addresses if ip["assigned_object_id"] in kept],
-                            [m for m in modules_read.result()
-                             if ref_id(m, "device") in device_ids])
+        return _completed(pool, netbox, devices, reads.interfaces.result(),
+                          reads.ip_addresses.result(), modules_read.result())
+
+
+def fetch_devices(netbox: NetBox, params: Mapping[str, Any], ids: Iterable[int],
+                  *, types: bool = True) -> RawInventory:
+    """What the inventory reads of the devices among `ids` that match `params` (a selection's
+    filters, `device_params`): how the warm inventory reads the devices changes touched.
+    `types`: also read their device types and templates."""
+    with ThreadPoolExecutor(FETCH_WORKERS) as pool:
+        devices = netbox.get_for_ids("dcim/devices", "id", ids, params, DEVICE_FIELDS)
+        found = sorted(d["id"] for d in devices)
+        interfaces = pool.submit(netbox.get_for_ids, "dcim/interfaces", "device_id", found,
+                                 fields=INTERFACE_FIELDS)
+        ip_addresses = pool.submit(netbox.get_for_ids, "ipam/ip-addresses", "device_id",
+                                   found, fields=IP_FIELDS)
+        modules = pool.submit(netbox.get_for_ids, "dcim/modules", "device_id", found,
+                              MODULE_PARAMS, MODULE_FIELDS)
+        return _completed(pool, netbox, devices, interfaces.result(),
+                          ip_addresses.result(), modules.result(), types=types)
+
+
+def _completed(pool: ThreadPoolExecutor, netbox: NetBox, devices: list[Json],
+               interfaces_read: list[Json], ips_read: list[Json], modules: list[Json],
+               *, types: bool = True) -> RawInventory:
+    """The raw inventory of `devices` from what was read: their types and templates, the
+    interfaces holding a MAC or an IP address (the latter asked for by id where no MAC
+    brought them), those addresses and the devices' GPU modules."""
+    type_reads = read_types(pool, netbox, devices) if types else None
+    interfaces = {i["id"]: i for i in interfaces_read}
+    ip_addresses = [ip for ip in ips_read if ip.get("assigned_object_type") == "dcim.interface"]
+    holders = {ip["assigned_object_id"] for ip in ip_addresses}
+    for iface in netbox.get_for_ids("dcim/interfaces", "id", holders - set(interfaces),
+                                    fields=INTERFACE_FIELDS):
+        interfaces[iface["id"]] = iface
+    device_ids = {d["id"] for d in devices}
+    kept = {k: i for k, i in interfaces.items() if ref_id(i, "device") in device_ids
+            and (i.get("primary_mac_address") or k in holders)}
+    return RawInventory(
+        devices,
+        type_reads.device_types.result() if type_reads else [],
+        type_reads.interface_templates.result() if type_reads else [],
+        type_reads.item_templates.result() if type_reads else [],
+        list(kept.values()),
+        [ip for ip in ip_addresses if ip["assigned_object_id"] in kept],
+        [m for m in modules if ref_id(m, "device") in device_ids])
 
 
 def read_inventory_hosts(netbox: NetBox, selection: Selection) -> list[InventoryHost]:

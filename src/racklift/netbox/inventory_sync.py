@@ -1,0 +1,260 @@
+"""The warm inventory: the last full read, kept on disk and brought up to date from NetBox's
+change log, so a re-run reads what changed, not 10,000 hosts again.
+
+A read starts by asking NetBox for its newest change and its clock. A warm read then takes
+the changes logged since the last read began (and OVERLAP before it: a change is stamped when
+its transaction writes it, which can be before an earlier read saw it committed), finds the
+devices they touch (racklift.netbox.changes), reads those devices again with the selection's
+filters (a device that left the selection is dropped, one that joined it is added) and merges
+them into the kept model. It falls back to a full read, and says why, when it cannot be sure:
+
+- nothing is kept for this NetBox and selection, or the racklift code that reads changed;
+- the last full read is older than `max_age` (NetBox prunes its change log, and a bound on
+  how long any missed write can live is worth one full read now and then);
+- the change the last read saw as newest is gone from the log (NetBox restored from a backup);
+- an object of a kind the inventory reads was updated after the last read with no change
+  logged for it (a write outside NetBox's API, e.g. a database load), or NetBox counts another
+  number of selected devices than the model holds (a deletion nobody logged);
+- the changes touch what the selection or the groups are made of (a site, rack, role, ...), or
+  too many devices for a partial read to pay.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from racklift.netbox import changes as change_log
+from racklift.netbox import inventory_reader
+from racklift.netbox import reader as netbox_reader
+from racklift.netbox.client import NetBox
+from racklift.netbox.inventory_reader import RawInventory, fetch_devices, fetch_inventory
+from racklift.netbox.reader import FETCH_WORKERS, Json, Selection, device_params, read_types
+
+OVERLAP = timedelta(minutes=5)
+# NetBox's clock is read to the second, and several NetBox workers' clocks differ a little.
+SKEW = timedelta(seconds=5)
+MAX_AGE = 3600.0  # seconds: the default age after which a full read is made again
+MAX_CHANGES = 5000  # more changes than this since the last read: a full read is cheaper
+PARTIAL_SHARE = 0.25  # more of the model's devices touched than this: a full read
+CHANGE_FIELDS = ("id", "time", "changed_object_type", "changed_object_id", "prechange_data",
+                 "postchange_data")
+# A kept model is only as good as the code that read it.
+RECIPE = (Path(__file__), *(Path(m.__file__) for m in (change_log, inventory_reader,
+                                                       netbox_reader)))
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A model and where it stands."""
+
+    raw: RawInventory
+    read_at: str  # NetBox's clock when the read that made it began (ISO 8601)
+    marker: tuple[int, str] | None  # NetBox's newest change then (id, time); None: none yet
+    full_read_at: float  # this machine's clock at the last full read
+    seen: tuple[int, ...] = ()  # the changes of the OVERLAP before `read_at` it holds
+
+
+@dataclass(frozen=True)
+class Synced:
+    raw: RawInventory
+    how: str  # how it was read: "full read (why)" or what changed
+
+
+def state_key(url: str, selection: Selection) -> str:
+    recipe = hashlib.sha256()
+    for path in RECIPE:
+        recipe.update(path.read_bytes())
+    return hashlib.sha256(f"{url}\n{selection!r}\n{recipe.hexdigest()}".encode()).hexdigest()
+
+
+def state_path(directory: Path, url: str, selection: Selection) -> Path:
+    return directory / f"racklift-inventory-{state_key(url, selection)[:32]}.json"
+
+
+def load(path: Path) -> Kept | None:
+    """The kept model, or None where there is none or it cannot be read (a full read then)."""
+    try:
+        data = json.loads(path.read_text())
+        marker = data["marker"]
+        return Kept(RawInventory(**data["raw"]), str(data["read_at"]),
+                    None if marker is None else (int(marker[0]), str(marker[1])),
+                    float(data["full_read_at"]), tuple(int(i) for i in data["seen"]))
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
+
+
+def save(path: Path, kept: Kept) -> None:
+    """Written whole or not at all (two inventory runs at once each leave a complete file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as out:
+            json.dump({"raw": asdict(kept.raw), "read_at": kept.read_at,
+                       "marker": kept.marker, "full_read_at": kept.full_read_at,
+                       "seen": kept.seen}, out)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure
+
+
+def merge(kept: RawInventory, fresh: RawInventory, touched: set[int]) -> RawInventory:
+    """`kept` with the `touched` devices replaced by what `fresh` read of them (a touched
+    device `fresh` lacks is gone, or left the selection). Device types stay `kept`'s."""
+    def untouched(rows: list[Json], key: str) -> list[Json]:
+        return [r for r in rows if netbox_reader.ref_id(r, key) not in touched]
+
+    kept_interfaces = untouched(kept.interfaces, "device")
+    holders = {i["id"] for i in kept_interfaces}
+    fresh_ips = {ip["id"] for ip in fresh.ip_addresses}
+    return replace(kept, devices=[d for d in kept.devices if d["id"] not in touched]
+                   + fresh.devices,
+                   interfaces=kept_interfaces + fresh.interfaces,
+                   ip_addresses=[ip for ip in kept.ip_addresses
+                                 if ip["assigned_object_id"] in holders
+                                 and ip["id"] not in fresh_ips] + fresh.ip_addresses,
+                   modules=untouched(kept.modules, "device") + fresh.modules)
+
+
+def unlogged(updated: dict[str, Iterable[int]], changes: Iterable[Json]) -> str | None:
+    """The first object updated (by kind: ids) with no change of it among `changes`."""
+    logged = {(str(c.get("changed_object_type")), c.get("changed_object_id")) for c in changes}
+    for kind, ids in sorted(updated.items()):
+        for object_id in sorted(ids):
+            if (kind, object_id) not in logged:
+                return f"{kind} {object_id}"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# I/O
+
+
+def _iso(when: datetime) -> str:
+    return when.isoformat().replace("+00:00", "Z")
+
+
+def _newest_change(netbox: NetBox) -> tuple[tuple[int, str] | None, datetime]:
+    body, now = netbox.get_dated("core/object-changes",
+                                 {"limit": 1, "ordering": "-id", "fields": "id,time"})
+    newest = body["results"][0] if body["results"] else None
+    return (None if newest is None else (int(newest["id"]), str(newest["time"]))), now
+
+
+def _updated_since(netbox: NetBox, since: datetime) -> dict[str, list[int]]:
+    """The ids of every object of a kind the inventory reads updated since `since`."""
+    params = {"last_updated__gte": _iso(since)}
+    kinds = sorted(change_log.CHANGE_LOGGED_ENDPOINTS.items())
+    with ThreadPoolExecutor(FETCH_WORKERS) as pool:
+        found = pool.map(lambda kind: netbox.get_all(kind[1], params, ("id",)), kinds)
+        return {kind: [row["id"] for row in rows]
+                for (kind, _), rows in zip(kinds, found, strict=True)}
+
+
+def _full(netbox: NetBox, selection: Selection, why: str, marker: tuple[int, str] | None,
+          now: datetime) -> tuple[Synced, Kept]:
+    # The changes already in what is read next: the next warm read need not read them again.
+    recent = {"time_after": _iso(now - OVERLAP)}
+    seen = (() if netbox.count("core/object-changes", recent) > MAX_CHANGES else
+            tuple(c["id"] for c in netbox.get_all("core/object-changes", recent, ("id",))))
+    raw = fetch_inventory(netbox, selection)
+    return Synced(raw, f"full read ({why})"), Kept(raw, _iso(now), marker, time.time(), seen)
+
+
+def _why_full(netbox: NetBox, kept: Kept | None, max_age: float) -> str | None:
+    if kept is None:
+        return "nothing kept from an earlier read"
+    if time.time() - kept.full_read_at > max_age:
+        return f"the last full read is over {max_age:.0f} s old"
+    if kept.marker is not None:
+        found = netbox.get_all("core/object-changes", {"id": kept.marker[0]}, ("id", "time"))
+        if not found or str(found[0]["time"]) != kept.marker[1]:
+            return ("NetBox's change log no longer holds the newest change of the last read "
+                    "(restored from a backup?)")
+    return None
+
+
+def sync(netbox: NetBox, selection: Selection, path: Path, *,
+         max_age: float = MAX_AGE) -> Synced:
+    """The raw inventory of `selection`, from the model kept at `path` and the changes since,
+    or read in full (see the module's docstring); the model is kept again either way."""
+    marker, now = _newest_change(netbox)
+    kept = load(path)
+    why = _why_full(netbox, kept, max_age)
+    if why is not None or kept is None:
+        synced, kept = _full(netbox, selection, why or "", marker, now)
+    else:
+        synced, kept = _warm(netbox, selection, kept, marker, now)
+    save(path, kept)
+    return synced
+
+
+def _warm(netbox: NetBox, selection: Selection, kept: Kept, marker: tuple[int, str] | None,
+          now: datetime) -> tuple[Synced, Kept]:
+    read_at = datetime.fromisoformat(kept.read_at)
+    since = {"time_after": _iso(read_at - OVERLAP)}
+    count = netbox.count("core/object-changes", since)
+    if count > MAX_CHANGES:
+        return _full(netbox, selection, f"{count} changes since the last read", marker, now)
+    logged = netbox.get_all("core/object-changes", since, CHANGE_FIELDS)
+    seen = set(kept.seen)
+    changes = [c for c in logged if c["id"] not in seen]
+    touched = change_log.touched(changes, kept.raw.devices)
+    # An object updated since the last read began needs a change of it since then too (an
+    # older change of it, in the OVERLAP, does not explain the update).
+    recent = [c for c in logged if datetime.fromisoformat(c["time"]) >= read_at - SKEW]
+    missed = unlogged(_updated_since(netbox, read_at - SKEW), recent)
+    why = touched.full_read or (missed and f"NetBox holds {missed} changed with no change "
+                                           "logged (written outside NetBox's API?)")
+    if why:
+        return _full(netbox, selection, why, marker, now)
+    holders = {i["id"]: i for i in kept.raw.interfaces}
+    devices = set(touched.devices)
+    unknown = touched.interfaces - set(holders)
+    for iface in [*(holders[i] for i in touched.interfaces & set(holders)),
+                  *netbox.get_for_ids("dcim/interfaces", "id", unknown,
+                                      fields=("id", "device"))]:
+        if (device := netbox_reader.ref_id(iface, "device")) is not None:
+            devices.add(device)
+    if len(devices) > max(100, PARTIAL_SHARE * len(kept.raw.devices)):
+        return _full(netbox, selection, f"{len(devices)} devices changed", marker, now)
+    params = device_params(netbox, selection)
+    raw = kept.raw
+    if devices:
+        raw = merge(raw, fetch_devices(netbox, params, sorted(devices), types=False), devices)
+    if touched.types or {d["device_type"]["id"] for d in raw.devices} - {
+            t["id"] for t in raw.device_types}:
+        with ThreadPoolExecutor(FETCH_WORKERS) as pool:
+            types = read_types(pool, netbox, raw.devices)
+            raw = replace(raw, device_types=types.device_types.result(),
+                          interface_templates=types.interface_templates.result(),
+                          item_templates=types.item_templates.result())
+    if touched.contexts:
+        contexts = {d["id"]: d.get("config_context") or {}
+                    for d in netbox.scan("dcim/devices", params, ("config_context",))}
+        raw = replace(raw, devices=[{**d, "config_context": contexts.get(d["id"], {})}
+                                    for d in raw.devices])
+    selected = netbox.count("dcim/devices", params)
+    if selected != len(raw.devices):
+        return _full(netbox, selection, f"NetBox selects {selected} devices, the kept model "
+                     f"{len(raw.devices)} (a deletion not logged?)", marker, now)
+    how = (f"{len(changes)} changes since the last read: {len(devices)} devices read again"
+           + (", device types" if touched.types else "")
+           + (", config contexts" if touched.contexts else ""))
+    window = now - OVERLAP
+    return Synced(raw, how), replace(
+        kept, raw=raw, read_at=_iso(now), marker=marker,
+        seen=tuple(c["id"] for c in logged if datetime.fromisoformat(c["time"]) >= window))

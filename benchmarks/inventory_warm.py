@@ -26,17 +26,26 @@ import argparse
 import json
 import random
 import tempfile
+import time
 from pathlib import Path
 
 from common import BIN, Timed, lab, load, machine, median, run_timed
 from inventory import RACKLIFT_SOURCE, KeepLabData, ensure_data, environment
 
-from racklift.inventory import without_unsafe
+from racklift.inventory import build_inventory, without_unsafe
 from racklift.lab import netbox_server
+from racklift.netbox import inventory_sync
 from racklift.netbox.client import NetBox, NetBoxSettings
+from racklift.netbox.inventory_reader import build_inventory_hosts
+from racklift.netbox.reader import Selection
 from racklift.paths import REPO_ROOT
 
 MODES = ("cold", "warm")
+
+
+def warm_env(workdir: Path) -> dict[str, str]:
+    return {"ANSIBLE_INVENTORY_CACHE": "true", "ANSIBLE_INVENTORY_CACHE_TIMEOUT": "3600",
+            "ANSIBLE_INVENTORY_CACHE_CONNECTION": str(workdir / "kept")}
 
 
 def change(netbox: NetBox, count: int, round_: int, rng: random.Random) -> str:
@@ -49,9 +58,10 @@ def change(netbox: NetBox, count: int, round_: int, rng: random.Random) -> str:
                                   ("dcim/mac-addresses", macs))}
     netbox.update("dcim/devices", [{"id": d["id"], "serial": f"W{round_}-{i}"}
                                    for i, d in enumerate(picked["dcim/devices"])])
-    # NetBox refuses a duplicate address: each round its own /16.
-    netbox.update("ipam/ip-addresses", [{"id": ip["id"], "address": f"172.{16 + round_}.0.{i}/16"}
-                                        for i, ip in enumerate(picked["ipam/ip-addresses"])])
+    # NetBox refuses a duplicate address, or a network's own: each round its own /16.
+    netbox.update("ipam/ip-addresses", [
+        {"id": ip["id"], "address": f"172.{16 + round_}.1.{i + 1}/16"}
+        for i, ip in enumerate(picked["ipam/ip-addresses"])])
     netbox.update("dcim/mac-addresses", [
         {"id": m["id"], "mac_address": "02:" + ":".join(f"{rng.randrange(256):02X}"
                                                         for _ in range(5))}
@@ -62,8 +72,7 @@ def change(netbox: NetBox, count: int, round_: int, rng: random.Random) -> str:
 def listed(settings: NetBoxSettings, workdir: Path, mode: str, tag: str) -> tuple[Timed, Path]:
     env = environment(settings)
     if mode == "warm":
-        env.update({"ANSIBLE_INVENTORY_CACHE": "true", "ANSIBLE_INVENTORY_CACHE_TIMEOUT": "3600",
-                    "ANSIBLE_INVENTORY_CACHE_CONNECTION": str(workdir / "kept")})
+        env.update(warm_env(workdir))
     output, errors = workdir / f"{tag}.json", workdir / f"{tag}.err"
     timed = run_timed([str(BIN / "ansible-inventory"), "-v", "-i",
                        str(workdir / "bench.racklift.yml"), "--list", "--output", str(output)],
@@ -80,6 +89,25 @@ def how(workdir: Path, tag: str) -> str:
         if line.startswith("racklift_netbox: "):
             return line.removeprefix("racklift_netbox: ")
     return "?"
+
+
+def breakdown(settings: NetBoxSettings, workdir: Path) -> str:
+    """Where a warm run's time goes, in this process: the sync (the kept model read and
+    written, the change log and the touched devices read from NetBox), then the model."""
+    kept = next((workdir / "kept").glob("racklift-inventory-*.json"))
+    selection = Selection.of(sites=RACKLIFT_SOURCE["sites"], roles=RACKLIFT_SOURCE["roles"])
+    netbox = NetBox.connect(settings)
+    started = time.monotonic()
+    kept_model = inventory_sync.load(kept)
+    loaded = time.monotonic() - started
+    synced = inventory_sync.sync(netbox, selection, kept)
+    synced_s = time.monotonic() - started - loaded
+    build_inventory(build_inventory_hosts(synced.raw))
+    built = time.monotonic() - started - loaded - synced_s
+    assert kept_model is not None
+    return (f"the kept model ({kept.stat().st_size / 2**20:.0f} MiB) loaded in {loaded:.1f} s; "
+            f"a sync (that load again, the change log, the touched devices, the model saved) "
+            f"{synced_s:.1f} s: {synced.how}; hosts and inventory built {built:.1f} s")
 
 
 def same(first: Path, second: Path) -> bool:
@@ -119,6 +147,13 @@ def main() -> None:
                 raise SystemExit(f"round {round_ + 1}: the warm inventory differs from the cold "
                                  "one")
             print(f"  round {round_ + 1}: the warm and the cold inventory are the same: yes")
+        made = change(netbox, args.changes, args.runs, rng)
+        print(f"  in this process, after {made}: {breakdown(settings, workdir)}")
+        graph = run_timed([str(BIN / "ansible-inventory"), "-i",
+                           str(workdir / "bench.racklift.yml"), "--graph"],
+                          {**environment(settings), **warm_env(workdir)}, REPO_ROOT)
+        print(f"  warm, nothing changed, ansible-inventory --graph (what a playbook run pays; "
+              f"no --list writer): {graph.seconds:.1f} s ({load()})", flush=True)
     cold, warm = median(seconds["cold"]), median(seconds["warm"])
     print(f"\n{load()} at the end")
     print(f"inventory {args.hosts} hosts cold: racklift {cold:.1f} s (median of "

@@ -52,8 +52,7 @@ class Edits:
         return self.rng.choice(self.netbox.get_all("dcim/devices", {"role": role}))
 
     def _interface(self, with_mac: bool) -> dict:
-        device = self._device()
-        found = [i for i in self.netbox.get_all("dcim/interfaces", {"device_id": device["id"]})
+        found = [i for i in self.netbox.get_all("dcim/interfaces", {"device_role": "gpu-server"})
                  if bool(i["primary_mac_address"]) == with_mac]
         return self.rng.choice(found)
 
@@ -62,6 +61,12 @@ class Edits:
         self.netbox.update("dcim/devices", [{"id": device["id"],
                                              "serial": f"S{self.rng.randrange(10**6)}"}])
         return f"serial of {device['name']}"
+
+    def same_again(self) -> str:
+        # A write that changes nothing: NetBox logs no change, yet updates last_updated.
+        device = self._device()
+        self.netbox.update("dcim/devices", [{"id": device["id"], "serial": device["serial"]}])
+        return f"{device['name']} written unchanged"
 
     def status(self) -> str:
         device = self._device()
@@ -185,9 +190,9 @@ class Edits:
 
     def all(self) -> list[Callable[[], str]]:
         return [getattr(self, name) for name in (
-            "serial", "status", "role", "device_tag", "local_context", "interface_rename",
-            "mac_value", "mac_new", "ip_value", "ip_move", "ip_new", "ip_delete", "tag_rename",
-            "context", "template", "device_delete", "device_new")]
+            "serial", "same_again", "status", "role", "device_tag", "local_context",
+            "interface_rename", "mac_value", "mac_new", "ip_value", "ip_move", "ip_new",
+            "ip_delete", "tag_rename", "context", "template", "device_delete", "device_new")]
 
 
 @pytest.mark.parametrize("selection", SELECTIONS.values(), ids=SELECTIONS.keys())
@@ -225,20 +230,31 @@ def test_what_makes_it_read_in_full(instance, seeded_netbox, tmp_path):
     assert how == f"full read (a dcim.site changed (object {site['id']}))"
     assert "site_lab_renamed" in after and after == cold(seeded_netbox, everything)
 
-    # A write NetBox did not log: the ORM, outside a request (a script, a database load).
+    # Writes NetBox did not log: the ORM, outside a request (a script, a database load). A
+    # device's: read again from where it is now. A tag's: its devices are found by its old
+    # name, which only a logged change holds: a full read.
     device = one(seeded_netbox, "dcim/devices", {"role": "gpu-server"})
     script = tmp_path / "unlogged.py"
     script.write_text(
-        "import json, os\nfrom dcim.models import Device\n"
+        "import json, os\nfrom dcim.models import Device\nfrom extras.models import Tag\n"
         "payload = json.load(open(os.environ['RACKLIFT_PAYLOAD']))\n"
-        "device = Device.objects.get(pk=payload['id'])\ndevice.serial = 'UNLOGGED'\n"
-        "device.save()\njson.dump({}, open(os.environ['RACKLIFT_RESULT'], 'w'))\n")
-    netbox_server.run_in_netbox(instance, script, {"id": device["id"]})
+        "obj = (Device if payload['kind'] == 'device' else Tag).objects.get(pk=payload['id'])\n"
+        "setattr(obj, payload['field'], payload['value'])\nobj.save()\n"
+        "json.dump({}, open(os.environ['RACKLIFT_RESULT'], 'w'))\n")
+    netbox_server.run_in_netbox(instance, script, {"kind": "device", "id": device["id"],
+                                                   "field": "serial", "value": "UNLOGGED"})
     after, how = warm(seeded_netbox, everything, kept)
-    assert how == (f"full read (NetBox holds dcim.device {device['id']} changed with no "
-                   "change logged (written outside NetBox's API?))")
+    assert how == ("0 changes since the last read, 1 objects updated with no change logged: "
+                   "1 devices read again")
     assert after["_meta"]["hostvars"][device["name"]]["racklift_expected"]["serial"] == \
         "UNLOGGED"
+    assert after == cold(seeded_netbox, everything)
+    tag = one(seeded_netbox, "extras/tags", {"slug": "racklift-lab"})
+    netbox_server.run_in_netbox(instance, script, {"kind": "tag", "id": tag["id"],
+                                                   "field": "slug", "value": "renamed-quietly"})
+    after, how = warm(seeded_netbox, everything, kept)
+    assert how == f"full read (NetBox holds extras.tag {tag['id']} changed with no change logged)"
+    assert after == cold(seeded_netbox, everything)
 
     # NetBox restored from a backup taken before the last read's newest change.
     seeded_netbox.update("dcim/devices", [{"id": device["id"], "serial": "AFTER-BACKUP"}])

@@ -5,7 +5,7 @@ import json
 
 from racklift.netbox.changes import touched
 from racklift.netbox.inventory_reader import RawInventory
-from racklift.netbox.inventory_sync import Kept, load, merge, save, unlogged
+from racklift.netbox.inventory_sync import Kept, load, merge, save, unlogged, update_keys
 
 
 def change(kind, object_id, pre=None, post=None):
@@ -93,17 +93,39 @@ def test_an_ip_on_an_untouched_device_stays():
     assert merged.ip_addresses == [{"id": 200, "assigned_object_id": 20}]
 
 
-def test_unlogged_names_the_first_update_no_change_explains():
-    changes = [change("dcim.device", 1), change("dcim.interface", 10)]
-    assert unlogged({"dcim.device": [1], "dcim.interface": [10]}, changes) is None
-    assert unlogged({"dcim.device": [1, 4, 2], "dcim.interface": [11]}, changes) == \
-        "dcim.device 2"
+def test_unlogged_updates_become_changes_from_where_the_model_held_them():
+    kept = raw(devices=[{"id": 1}, {"id": 2}],
+               interfaces=[{"id": 10, "device": {"id": 1},
+                            "primary_mac_address": {"id": 50, "mac_address": "02:00"}}],
+               ips=[{"id": 100, "assigned_object_id": 10}], modules=[{"id": 7, "device": 1}])
+    updated = {"dcim.device": [{"id": 1}, {"id": 2}],
+               "dcim.interface": [{"id": 10, "device": {"id": 2}}],
+               "dcim.macaddress": [{"id": 50, "assigned_object_id": 11}],
+               "ipam.ipaddress": [{"id": 100, "assigned_object_id": 12}, {"id": 101}],
+               "dcim.module": [{"id": 7, "device": 2}]}
+    missed = unlogged(updated, [change("dcim.device", 1)], kept)  # device 1's was logged
+    assert [(c["changed_object_type"], c["changed_object_id"], c["prechange_data"])
+            for c in missed] == [
+        ("dcim.device", 2, {}), ("dcim.interface", 10, {"device": {"id": 1}}),
+        ("dcim.macaddress", 50, {"assigned_object_id": 10}), ("dcim.module", 7, {"device": 1}),
+        ("ipam.ipaddress", 100, {"assigned_object_id": 10}), ("ipam.ipaddress", 101, {})]
+    found = touched(missed, kept.devices)
+    assert found.devices == {1, 2} and found.interfaces == {10, 11, 12}
+    assert unlogged(updated, [change(k, r["id"]) for k, rows in updated.items() for r in rows],
+                    kept) == []
+    # An update the last read covered (the same object at the same time) is no change; a later
+    # update of it is.
+    stamped = {"dcim.device": [{"id": 2, "last_updated": "2026-12-02T22:00:00.1Z"}]}
+    assert unlogged(stamped, [], kept, update_keys(stamped)) == []
+    later = {"dcim.device": [{"id": 2, "last_updated": "2026-12-02T22:00:09.5Z"}]}
+    assert [c["changed_object_id"] for c in unlogged(later, [], kept, update_keys(stamped))] \
+        == [2]
 
 
 def test_the_kept_model_round_trips_and_a_broken_file_is_none(tmp_path):
     path = tmp_path / "sub" / "kept.json"
     kept = Kept(raw(devices=[{"id": 1}]), "2026-12-02T22:00:00Z", (42, "2026-12-02T21:59Z"),
-                1234.5, (40, 41, 42))
+                1234.5, (40, 41, 42), ("dcim.device 1 2026-12-02T21:59:58Z",))
     save(path, kept)
     assert load(path) == kept
     assert oct(path.stat().st_mode & 0o777) == "0o600"  # MACs and addresses: the user's own

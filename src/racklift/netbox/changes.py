@@ -39,14 +39,17 @@ FULL_READ_KINDS = frozenset({"dcim.site", "dcim.rack", "dcim.devicerole", "dcim.
                              "dcim.region", "dcim.location", "dcim.sitegroup",
                              "dcim.moduletype", "dcim.moduletypeprofile"})
 # The kinds whose objects the inventory reads: their `last_updated` is checked against the
-# changes read (inventory_sync), so that a write NetBox did not log is not missed.
-CHANGE_LOGGED_ENDPOINTS = {
-    "dcim.device": "dcim/devices", "dcim.interface": "dcim/interfaces",
-    "dcim.macaddress": "dcim/mac-addresses", "ipam.ipaddress": "ipam/ip-addresses",
-    "dcim.module": "dcim/modules", "extras.tag": "extras/tags",
-    "extras.configcontext": "extras/config-contexts", "dcim.devicetype": "dcim/device-types",
-    "dcim.interfacetemplate": "dcim/interface-templates",
-    "dcim.inventoryitemtemplate": "dcim/inventory-item-templates",
+# changes read (inventory_sync), so that a write NetBox did not log is not missed. Each with
+# its endpoint and the fields that say which device an object belongs to.
+UPDATE_CHECKED: dict[str, tuple[str, tuple[str, ...]]] = {
+    "dcim.device": ("dcim/devices", ()), "dcim.interface": ("dcim/interfaces", ("device",)),
+    "dcim.macaddress": ("dcim/mac-addresses", ("assigned_object_id",)),
+    "ipam.ipaddress": ("ipam/ip-addresses", ("assigned_object_id",)),
+    "dcim.module": ("dcim/modules", ("device",)), "extras.tag": ("extras/tags", ()),
+    "extras.configcontext": ("extras/config-contexts", ()),
+    "dcim.devicetype": ("dcim/device-types", ()),
+    "dcim.interfacetemplate": ("dcim/interface-templates", ()),
+    "dcim.inventoryitemtemplate": ("dcim/inventory-item-templates", ()),
 }
 
 

@@ -42,7 +42,8 @@ from racklift.netbox.reader import (
 # read as read_hosts reads them (interface ids only), and the few interfaces holding one
 # without a MAC are then asked for by id.
 MAC_FILTER = "primary_mac_address: {id: {gte: 1}}"
-INTERFACE_GRAPHQL = "id name device { id } primary_mac_address { mac_address }"
+# The MAC's id too: the warm inventory finds an unlogged MAC's interface by it.
+INTERFACE_GRAPHQL = "id name device { id } primary_mac_address { id mac_address }"
 INTERFACE_FIELDS = ("id", "device", "name", "primary_mac_address")
 
 

@@ -6,15 +6,17 @@ the changes logged since the last read began (and OVERLAP before it: a change is
 its transaction writes it, which can be before an earlier read saw it committed), finds the
 devices they touch (racklift.netbox.changes), reads those devices again with the selection's
 filters (a device that left the selection is dropped, one that joined it is added) and merges
-them into the kept model. It falls back to a full read, and says why, when it cannot be sure:
+them into the kept model. An object of a kind the inventory reads that was updated with no
+change logged (NetBox logs none for a write that changes nothing, nor for one outside its API,
+such as a script's or a database load's) counts as a change from where the kept model holds it
+to where it is now. It falls back to a full read, and says why, when it cannot be sure:
 
 - nothing is kept for this NetBox and selection, or the racklift code that reads changed;
 - the last full read is older than `max_age` (NetBox prunes its change log, and a bound on
   how long any missed write can live is worth one full read now and then);
 - the change the last read saw as newest is gone from the log (NetBox restored from a backup);
-- an object of a kind the inventory reads was updated after the last read with no change
-  logged for it (a write outside NetBox's API, e.g. a database load), or NetBox counts another
-  number of selected devices than the model holds (a deletion nobody logged);
+- a tag was updated with no change logged (its devices are found by its old name), or NetBox
+  counts another number of selected devices than the model holds (a deletion nobody logged);
 - the changes touch what the selection or the groups are made of (a site, rack, role, ...), or
   too many devices for a partial read to pay.
 """
@@ -26,7 +28,7 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
@@ -61,6 +63,7 @@ class Kept:
     marker: tuple[int, str] | None  # NetBox's newest change then (id, time); None: none yet
     full_read_at: float  # this machine's clock at the last full read
     seen: tuple[int, ...] = ()  # the changes of the OVERLAP before `read_at` it holds
+    covered: tuple[str, ...] = ()  # the updates of the SKEW before `read_at` it holds
 
 
 @dataclass(frozen=True)
@@ -87,7 +90,8 @@ def load(path: Path) -> Kept | None:
         marker = data["marker"]
         return Kept(RawInventory(**data["raw"]), str(data["read_at"]),
                     None if marker is None else (int(marker[0]), str(marker[1])),
-                    float(data["full_read_at"]), tuple(int(i) for i in data["seen"]))
+                    float(data["full_read_at"]), tuple(int(i) for i in data["seen"]),
+                    tuple(str(k) for k in data["covered"]))
     except (OSError, ValueError, KeyError, TypeError, IndexError):
         return None
 
@@ -102,7 +106,8 @@ def save(path: Path, kept: Kept) -> None:
         raw = {f.name: getattr(kept.raw, f.name) for f in fields(kept.raw)}
         with os.fdopen(fd, "w") as out:
             out.write(json.dumps({"raw": raw, "read_at": kept.read_at, "marker": kept.marker,
-                                  "full_read_at": kept.full_read_at, "seen": kept.seen}))
+                                  "full_read_at": kept.full_read_at, "seen": kept.seen,
+                                  "covered": kept.covered}))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -131,14 +136,42 @@ def merge(kept: RawInventory, fresh: RawInventory, touched: set[int]) -> RawInve
                    modules=untouched(kept.modules, "device") + fresh.modules)
 
 
-def unlogged(updated: dict[str, Iterable[int]], changes: Iterable[Json]) -> str | None:
-    """The first object updated (by kind: ids) with no change of it among `changes`."""
+def _before(raw: RawInventory) -> dict[tuple[str, int], Json]:
+    """What the kept model says of an object's holder, by (kind, id): an unlogged change's
+    data before."""
+    found: dict[tuple[str, int], Json] = {}
+    for iface in raw.interfaces:
+        found["dcim.interface", iface["id"]] = {"device": iface.get("device")}
+        mac = iface.get("primary_mac_address") or {}
+        if isinstance(mac.get("id"), int):
+            found["dcim.macaddress", mac["id"]] = {"assigned_object_id": iface["id"]}
+    for ip in raw.ip_addresses:
+        found["ipam.ipaddress", ip["id"]] = {"assigned_object_id": ip["assigned_object_id"]}
+    for module in raw.modules:
+        found["dcim.module", module["id"]] = {"device": module.get("device")}
+    return found
+
+
+def update_keys(updated: Mapping[str, Iterable[Json]]) -> tuple[str, ...]:
+    """Each update, by kind, id and time: one a read covered is not taken for a change again."""
+    return tuple(f"{kind} {row['id']} {row.get('last_updated')}"
+                 for kind, rows in sorted(updated.items()) for row in rows)
+
+
+def unlogged(updated: Mapping[str, Iterable[Json]], changes: Iterable[Json],
+             kept: RawInventory, covered: Iterable[str] = ()) -> list[Json]:
+    """Change records for the objects `updated` (by kind) that have no change among
+    `changes` and that the last read did not cover: NetBox logs nothing for a write that
+    changes nothing, nor for one outside its API. Their data before is the kept model's, after
+    what NetBox holds now; so the devices they were and are on are read again."""
     logged = {(str(c.get("changed_object_type")), c.get("changed_object_id")) for c in changes}
-    for kind, ids in sorted(updated.items()):
-        for object_id in sorted(ids):
-            if (kind, object_id) not in logged:
-                return f"{kind} {object_id}"
-    return None
+    known = set(covered)
+    before = _before(kept)
+    return [{"changed_object_type": kind, "changed_object_id": row["id"],
+             "prechange_data": before.get((kind, row["id"]), {}), "postchange_data": row}
+            for kind, rows in sorted(updated.items()) for row in rows
+            if (kind, row["id"]) not in logged
+            and f"{kind} {row['id']} {row.get('last_updated')}" not in known]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -156,14 +189,16 @@ def _newest_change(netbox: NetBox) -> tuple[tuple[int, str] | None, datetime]:
     return (None if newest is None else (int(newest["id"]), str(newest["time"]))), now
 
 
-def _updated_since(netbox: NetBox, since: datetime) -> dict[str, list[int]]:
-    """The ids of every object of a kind the inventory reads updated since `since`."""
+def _updated_since(netbox: NetBox, since: datetime) -> dict[str, list[Json]]:
+    """Every object of a kind the inventory reads updated since `since`: its id and what
+    holds it."""
     params = {"last_updated__gte": _iso(since)}
-    kinds = sorted(change_log.CHANGE_LOGGED_ENDPOINTS.items())
+    kinds = sorted(change_log.UPDATE_CHECKED.items())
     with ThreadPoolExecutor(FETCH_WORKERS) as pool:
-        found = pool.map(lambda kind: netbox.get_all(kind[1], params, ("id",)), kinds)
-        return {kind: [row["id"] for row in rows]
-                for (kind, _), rows in zip(kinds, found, strict=True)}
+        found = pool.map(lambda kind: netbox.get_all(kind[1][0], params,
+                                                     ("id", "last_updated", *kind[1][1])),
+                         kinds)
+        return {kind: rows for (kind, _), rows in zip(kinds, found, strict=True)}
 
 
 def _full(netbox: NetBox, selection: Selection, why: str, marker: tuple[int, str] | None,
@@ -172,8 +207,10 @@ def _full(netbox: NetBox, selection: Selection, why: str, marker: tuple[int, str
     recent = {"time_after": _iso(now - OVERLAP)}
     seen = (() if netbox.count("core/object-changes", recent) > MAX_CHANGES else
             tuple(c["id"] for c in netbox.get_all("core/object-changes", recent, ("id",))))
+    covered = update_keys(_updated_since(netbox, now - SKEW))
     raw = fetch_inventory(netbox, selection)
-    return Synced(raw, f"full read ({why})"), Kept(raw, _iso(now), marker, time.time(), seen)
+    return Synced(raw, f"full read ({why})"), Kept(raw, _iso(now), marker, time.time(), seen,
+                                                   covered)
 
 
 def _why_full(netbox: NetBox, kept: Kept | None, max_age: float) -> str | None:
@@ -214,13 +251,16 @@ def _warm(netbox: NetBox, selection: Selection, kept: Kept, marker: tuple[int, s
     logged = netbox.get_all("core/object-changes", since, CHANGE_FIELDS)
     seen = set(kept.seen)
     changes = [c for c in logged if c["id"] not in seen]
-    touched = change_log.touched(changes, kept.raw.devices)
     # An object updated since the last read began needs a change of it since then too (an
     # older change of it, in the OVERLAP, does not explain the update).
     recent = [c for c in logged if datetime.fromisoformat(c["time"]) >= read_at - SKEW]
-    missed = unlogged(_updated_since(netbox, read_at - SKEW), recent)
-    why = touched.full_read or (missed and f"NetBox holds {missed} changed with no change "
-                                           "logged (written outside NetBox's API?)")
+    updated = _updated_since(netbox, read_at - SKEW)
+    missed = unlogged(updated, recent, kept.raw, kept.covered)
+    touched = change_log.touched(changes + missed, kept.raw.devices)
+    # A tag's devices are found by its old name, which only a logged change holds.
+    tag = next((c for c in missed if c["changed_object_type"] in change_log.TAG_KINDS), None)
+    why = touched.full_read or (tag and f"NetBox holds extras.tag {tag['changed_object_id']} "
+                                        "changed with no change logged")
     if why:
         return _full(netbox, selection, why, marker, now)
     holders = {i["id"]: i for i in kept.raw.interfaces}
@@ -253,10 +293,13 @@ def _warm(netbox: NetBox, selection: Selection, kept: Kept, marker: tuple[int, s
     if selected != len(raw.devices):
         return _full(netbox, selection, f"NetBox selects {selected} devices, the kept model "
                      f"{len(raw.devices)} (a deletion not logged?)", marker, now)
-    how = (f"{len(changes)} changes since the last read: {len(devices)} devices read again"
+    how = (f"{len(changes)} changes since the last read"
+           + (f", {len(missed)} objects updated with no change logged" if missed else "")
+           + f": {len(devices)} devices read again"
            + (", device types" if touched.types else "")
            + (", config contexts" if touched.contexts else ""))
     window = now - OVERLAP
     return Synced(raw, how), replace(
         kept, raw=raw, read_at=_iso(now), marker=marker,
-        seen=tuple(c["id"] for c in logged if datetime.fromisoformat(c["time"]) >= window))
+        seen=tuple(c["id"] for c in logged if datetime.fromisoformat(c["time"]) >= window),
+        covered=update_keys(updated))

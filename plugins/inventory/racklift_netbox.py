@@ -164,7 +164,7 @@ class InventoryModule(BaseInventoryPlugin):
               refresh: bool) -> dict:
         directory = Path(self.get_option("cache_connection")
                          or cache_dir() / "inventory").expanduser()
-        kept = state_path(directory, settings.url, selection)
+        kept = state_path(directory, settings.url, settings.token, selection)
         if refresh:  # --flush-cache: a full read
             kept.unlink(missing_ok=True)
         # Ansible's cache_timeout 0 means "never expires".

@@ -201,7 +201,7 @@ def test_random_edits_then_the_warm_read_equals_a_cold_one(seeded_netbox, tmp_pa
     print(f"random edits with RACKLIFT_SYNC_SEED={seed}")
     rng = random.Random(seed)
     edits = Edits(seeded_netbox, rng)
-    kept = state_path(tmp_path, seeded_netbox.url, selection)
+    kept = state_path(tmp_path, seeded_netbox.url, seeded_netbox.settings.token, selection)
     first, how = warm(seeded_netbox, selection, kept)
     assert how.startswith("full read (nothing kept"), how
     assert first == cold(seeded_netbox, selection)
@@ -220,7 +220,8 @@ def test_random_edits_then_the_warm_read_equals_a_cold_one(seeded_netbox, tmp_pa
 
 def test_what_makes_it_read_in_full(instance, seeded_netbox, tmp_path):
     everything = Selection()
-    kept = state_path(tmp_path, seeded_netbox.url, everything)
+    kept = state_path(tmp_path, seeded_netbox.url, seeded_netbox.settings.token,
+                      everything)
     assert warm(seeded_netbox, everything, kept)[1].startswith("full read (nothing kept")
 
     # What the selection and the groups are made of.

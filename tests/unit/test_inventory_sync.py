@@ -2,10 +2,21 @@
 check, and the kept file (racklift.netbox.changes, racklift.netbox.inventory_sync)."""
 
 import json
+import os
+import time
 
 from racklift.netbox.changes import touched
 from racklift.netbox.inventory_reader import RawInventory
-from racklift.netbox.inventory_sync import Kept, load, merge, save, unlogged, update_keys
+from racklift.netbox.inventory_sync import (
+    Kept,
+    load,
+    merge,
+    save,
+    state_key,
+    unlogged,
+    update_keys,
+)
+from racklift.netbox.reader import Selection
 
 
 def change(kind, object_id, pre=None, post=None):
@@ -42,6 +53,28 @@ def test_a_tag_touches_the_devices_carrying_it_by_slug_or_name():
     assert touched([renamed], DEVICES).devices == {1, 2}
     by_name = change("extras.tag", 2, {"name": "spare", "slug": "x"}, {})
     assert touched([by_name], DEVICES).devices == {2}
+
+
+def test_an_address_change_touches_the_devices_holding_it_as_primary_or_oob():
+    devices = [{"id": 1, "primary_ip4": {"address": "10.0.0.1/24"}, "oob_ip": None},
+               {"id": 2, "primary_ip6": {"address": "fd00::2/64"},
+                "oob_ip": {"address": "10.1.0.2/24"}}]
+    # A NAT outside address on no interface of device 1's; an OOB address on another's.
+    nat = change("ipam.ipaddress", 5, {"address": "10.0.0.1/24", "assigned_object_id": None},
+                 {"address": "10.0.0.9/24", "assigned_object_id": None})
+    oob = change("ipam.ipaddress", 6, {"address": "10.1.0.2/24", "assigned_object_id": 77}, {})
+    assert touched([nat], devices).devices == {1}
+    found = touched([oob], devices)
+    assert found.devices == {2} and found.interfaces == {77}
+
+
+def test_the_kept_model_is_named_by_netbox_token_selection_and_code():
+    one = state_key("http://nb", "token-a", Selection())
+    assert one == state_key("http://nb", "token-a", Selection())
+    assert len({one, state_key("http://nb", "token-b", Selection()),
+                state_key("http://other", "token-a", Selection()),
+                state_key("http://nb", "token-a", Selection(racks=("R1",)))}) == 4
+    assert "token-a" not in one
 
 
 def test_types_contexts_and_what_forces_a_full_read():
@@ -134,3 +167,16 @@ def test_the_kept_model_round_trips_and_a_broken_file_is_none(tmp_path):
         path.write_text(broken)
         assert load(path) is None
     assert load(tmp_path / "missing.json") is None
+
+
+def test_saving_prunes_kept_models_unused_for_a_week(tmp_path):
+    old, recent, other = (tmp_path / "racklift-inventory-old.json",
+                          tmp_path / "racklift-inventory-recent.json", tmp_path / "notes.json")
+    for path in (old, recent, other):
+        path.write_text("{}")
+    week_ago = time.time() - 8 * 86400
+    os.utime(old, (week_ago, week_ago))
+    os.utime(other, (week_ago, week_ago))
+    save(tmp_path / "racklift-inventory-new.json", Kept(raw(), "2026-12-02T22:00:00Z", None, 0))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "notes.json", "racklift-inventory-new.json", "racklift-inventory-recent.json"]

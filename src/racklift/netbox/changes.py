@@ -29,7 +29,8 @@ DEVICE_KINDS = frozenset({"dcim.device"})
 COMPONENT_KINDS = frozenset({"dcim.interface", "dcim.module", "dcim.modulebay"})
 ADDRESS_KINDS = frozenset({"dcim.macaddress", "ipam.ipaddress"})
 TYPE_KINDS = frozenset({"dcim.devicetype", "dcim.interfacetemplate",
-                        "dcim.inventoryitemtemplate", "dcim.manufacturer"})
+                        "dcim.inventoryitemtemplate", "dcim.manufacturer",
+                        "dcim.inventoryitemrole"})  # the GPU templates are found by role
 CONTEXT_KINDS = frozenset({"extras.configcontext", "extras.configcontextprofile",
                            "virtualization.cluster", "virtualization.clustergroup",
                            "virtualization.clustertype", "tenancy.tenant",
@@ -50,6 +51,18 @@ UPDATE_CHECKED: dict[str, tuple[str, tuple[str, ...]]] = {
     "dcim.devicetype": ("dcim/device-types", ()),
     "dcim.interfacetemplate": ("dcim/interface-templates", ()),
     "dcim.inventoryitemtemplate": ("dcim/inventory-item-templates", ()),
+    "dcim.manufacturer": ("dcim/manufacturers", ()),
+    "dcim.inventoryitemrole": ("dcim/inventory-item-roles", ()),
+    "extras.configcontextprofile": ("extras/config-context-profiles", ()),
+    "virtualization.cluster": ("virtualization/clusters", ()),
+    "virtualization.clustergroup": ("virtualization/cluster-groups", ()),
+    "virtualization.clustertype": ("virtualization/cluster-types", ()),
+    "tenancy.tenant": ("tenancy/tenants", ()), "tenancy.tenantgroup": ("tenancy/tenant-groups", ()),
+    "dcim.site": ("dcim/sites", ()), "dcim.rack": ("dcim/racks", ()),
+    "dcim.devicerole": ("dcim/device-roles", ()), "dcim.platform": ("dcim/platforms", ()),
+    "dcim.region": ("dcim/regions", ()), "dcim.location": ("dcim/locations", ()),
+    "dcim.sitegroup": ("dcim/site-groups", ()), "dcim.moduletype": ("dcim/module-types", ()),
+    "dcim.moduletypeprofile": ("dcim/module-type-profiles", ()),
 }
 
 
@@ -89,6 +102,11 @@ def _tag_names(data: Mapping[str, Any]) -> set[str]:
     return {str(data[k]) for k in ("slug", "name") if isinstance(data.get(k), str)}
 
 
+def tag_names(change: Json) -> set[str]:
+    """A tag change's slugs and names, before and after."""
+    return {name for data in _both(change) for name in _tag_names(data)}
+
+
 def device_tags(device: Json) -> set[str]:
     """A cached device's tags, by slug and name (a change's data names a tag either way)."""
     found: set[str] = set()
@@ -98,10 +116,23 @@ def device_tags(device: Json) -> set[str]:
     return found
 
 
+def _by_address(devices: Iterable[Json]) -> dict[str, set[int]]:
+    """Devices by their primary and OOB addresses."""
+    found: dict[str, set[int]] = {}
+    for device in devices:
+        for key in ("primary_ip4", "primary_ip6", "oob_ip"):
+            ref = device.get(key)
+            if isinstance(ref, Mapping) and isinstance(ref.get("address"), str):
+                found.setdefault(ref["address"], set()).add(device["id"])
+    return found
+
+
 def touched(changes: Iterable[Json], devices: Iterable[Json]) -> Touched:
     """What `changes` (object-change records) touch of a model holding `devices`."""
     found = Touched()
+    devices = list(devices)
     tagged: dict[str, set[int]] | None = None
+    addressed: dict[str, set[int]] | None = None
     for change in changes:
         kind = str(change.get("changed_object_type") or "")
         object_id = _ref(change.get("changed_object_id"))
@@ -115,15 +146,20 @@ def touched(changes: Iterable[Json], devices: Iterable[Json]) -> Touched:
             # interface then reads one device too many, never one too few.
             found.interfaces |= {i for data in _both(change)
                                  if (i := _ref(data.get("assigned_object_id"))) is not None}
+            # A device's primary or OOB address need not be on its own interface (a virtual
+            # chassis member's, a NAT outside address): those devices are found by address.
+            if addressed is None:
+                addressed = _by_address(devices)
+            for data in _both(change):
+                found.devices |= addressed.get(str(data.get("address")), set())
         elif kind in TAG_KINDS:
             if tagged is None:
                 tagged = {}
                 for device in devices:
                     for name in device_tags(device):
                         tagged.setdefault(name, set()).add(device["id"])
-            for data in _both(change):
-                for name in _tag_names(data):
-                    found.devices |= tagged.get(name, set())
+            for name in tag_names(change):
+                found.devices |= tagged.get(name, set())
         elif kind in TYPE_KINDS:
             found.types = True
         elif kind in CONTEXT_KINDS:

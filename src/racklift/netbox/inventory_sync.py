@@ -7,16 +7,19 @@ its transaction writes it, which can be before an earlier read saw it committed)
 devices they touch (racklift.netbox.changes), reads those devices again with the selection's
 filters (a device that left the selection is dropped, one that joined it is added) and merges
 them into the kept model. An object of a kind the inventory reads that was updated with no
-change logged (NetBox logs none for a write that changes nothing, nor for one outside its API,
-such as a script's or a database load's) counts as a change from where the kept model holds it
-to where it is now. It falls back to a full read, and says why, when it cannot be sure:
+change logged (NetBox logs none for an API write that changes nothing, nor for a script's
+`save()` outside a request) counts as a change from where the kept model holds it to where it
+is now; writes that leave `last_updated` alone (SQL, `QuerySet.update()`) only a full read
+sees. It falls back to a full read, and says why, when it cannot be sure:
 
-- nothing is kept for this NetBox and selection, or the racklift code that reads changed;
+- nothing is kept for this NetBox, token and selection, or the racklift code that reads
+  changed; the token sees no change log;
 - the last full read is older than `max_age` (NetBox prunes its change log, and a bound on
   how long any missed write can live is worth one full read now and then);
 - the change the last read saw as newest is gone from the log (NetBox restored from a backup);
-- a tag was updated with no change logged (its devices are found by its old name), or NetBox
-  counts another number of selected devices than the model holds (a deletion nobody logged);
+- a tag was updated with no change logged (its devices are found by its old name), a tag the
+  selection names changed, or NetBox counts another number of selected devices than the model
+  holds (a deletion nobody logged);
 - the changes touch what the selection or the groups are made of (a site, rack, role, ...), or
   too many devices for a partial read to pay.
 """
@@ -41,10 +44,13 @@ from racklift.netbox.client import NetBox
 from racklift.netbox.inventory_reader import RawInventory, fetch_devices, fetch_inventory
 from racklift.netbox.reader import FETCH_WORKERS, Json, Selection, device_params, read_types
 
+# Changes and updates are stamped when written, not when their transaction commits: both are
+# read again this far before the last read began (what that read held is not taken again).
+# NetBox's clock is read to the second, from its Date header.
 OVERLAP = timedelta(minutes=5)
-# NetBox's clock is read to the second, and several NetBox workers' clocks differ a little.
-SKEW = timedelta(seconds=5)
 MAX_AGE = 3600.0  # seconds: the default age after which a full read is made again
+PREFIX = "racklift-inventory-"
+PRUNE_AGE = 7 * 86400.0
 MAX_CHANGES = 5000  # more changes than this since the last read: a full read is cheaper
 PARTIAL_SHARE = 0.25  # more of the model's devices touched than this: a full read
 CHANGE_FIELDS = ("id", "time", "changed_object_type", "changed_object_id", "prechange_data",
@@ -63,7 +69,7 @@ class Kept:
     marker: tuple[int, str] | None  # NetBox's newest change then (id, time); None: none yet
     full_read_at: float  # this machine's clock at the last full read
     seen: tuple[int, ...] = ()  # the changes of the OVERLAP before `read_at` it holds
-    covered: tuple[str, ...] = ()  # the updates of the SKEW before `read_at` it holds
+    covered: tuple[str, ...] = ()  # the updates of the OVERLAP before `read_at` it holds
 
 
 @dataclass(frozen=True)
@@ -72,15 +78,19 @@ class Synced:
     how: str  # how it was read: "full read (why)" or what changed
 
 
-def state_key(url: str, selection: Selection) -> str:
+def state_key(url: str, token: str, selection: Selection) -> str:
+    """The kept model's name: NetBox, token (whose permissions decide what NetBox shows; only
+    its hash is used), selection and the reading code."""
     recipe = hashlib.sha256()
     for path in RECIPE:
         recipe.update(path.read_bytes())
-    return hashlib.sha256(f"{url}\n{selection!r}\n{recipe.hexdigest()}".encode()).hexdigest()
+    token_hash = hashlib.sha256(token.encode()).hexdigest()
+    return hashlib.sha256(f"{url}\n{token_hash}\n{selection!r}\n{recipe.hexdigest()}"
+                          .encode()).hexdigest()
 
 
-def state_path(directory: Path, url: str, selection: Selection) -> Path:
-    return directory / f"racklift-inventory-{state_key(url, selection)[:32]}.json"
+def state_path(directory: Path, url: str, token: str, selection: Selection) -> Path:
+    return directory / f"{PREFIX}{state_key(url, token, selection)[:32]}.json"
 
 
 def load(path: Path) -> Kept | None:
@@ -97,8 +107,15 @@ def load(path: Path) -> Kept | None:
 
 
 def save(path: Path, kept: Kept) -> None:
-    """Written whole or not at all (two inventory runs at once each leave a complete file)."""
+    """Written whole or not at all (two inventory runs at once each leave a complete file).
+    Kept models of other selections or racklift versions unused for PRUNE_AGE go."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    for old in path.parent.glob(f"{PREFIX}*.json"):
+        try:
+            if time.time() - old.stat().st_mtime > PRUNE_AGE:
+                old.unlink()
+        except OSError:  # another run pruned it first
+            pass
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         # One dumps (C) of the lists as they are: json.dump's chunked writer and asdict's deep
@@ -207,7 +224,7 @@ def _full(netbox: NetBox, selection: Selection, why: str, marker: tuple[int, str
     recent = {"time_after": _iso(now - OVERLAP)}
     seen = (() if netbox.count("core/object-changes", recent) > MAX_CHANGES else
             tuple(c["id"] for c in netbox.get_all("core/object-changes", recent, ("id",))))
-    covered = update_keys(_updated_since(netbox, now - SKEW))
+    covered = update_keys(_updated_since(netbox, now - OVERLAP))
     raw = fetch_inventory(netbox, selection)
     return Synced(raw, f"full read ({why})"), Kept(raw, _iso(now), marker, time.time(), seen,
                                                    covered)
@@ -232,7 +249,8 @@ def sync(netbox: NetBox, selection: Selection, path: Path, *,
     or read in full (see the module's docstring); the model is kept again either way."""
     marker, now = _newest_change(netbox)
     kept = load(path)
-    why = _why_full(netbox, kept, max_age)
+    why = ("NetBox shows this token no change log (it needs core.view_objectchange)"
+           if marker is None else _why_full(netbox, kept, max_age))
     if why is not None or kept is None:
         synced, kept = _full(netbox, selection, why or "", marker, now)
     else:
@@ -251,16 +269,20 @@ def _warm(netbox: NetBox, selection: Selection, kept: Kept, marker: tuple[int, s
     logged = netbox.get_all("core/object-changes", since, CHANGE_FIELDS)
     seen = set(kept.seen)
     changes = [c for c in logged if c["id"] not in seen]
-    # An object updated since the last read began needs a change of it since then too (an
-    # older change of it, in the OVERLAP, does not explain the update).
-    recent = [c for c in logged if datetime.fromisoformat(c["time"]) >= read_at - SKEW]
-    updated = _updated_since(netbox, read_at - SKEW)
-    missed = unlogged(updated, recent, kept.raw, kept.covered)
+    # An update the last read did not hold needs a change it did not hold either.
+    updated = _updated_since(netbox, read_at - OVERLAP)
+    missed = unlogged(updated, changes, kept.raw, kept.covered)
     touched = change_log.touched(changes + missed, kept.raw.devices)
-    # A tag's devices are found by its old name, which only a logged change holds.
+    # A tag's devices are found by its old name, which only a logged change holds; and a tag
+    # renamed to one the selection names brings devices the kept model does not hold.
     tag = next((c for c in missed if c["changed_object_type"] in change_log.TAG_KINDS), None)
-    why = touched.full_read or (tag and f"NetBox holds extras.tag {tag['changed_object_id']} "
-                                        "changed with no change logged")
+    selected_tag = next((c for c in changes if c["changed_object_type"] in change_log.TAG_KINDS
+                         and change_log.tag_names(c) & set(selection.tags)), None)
+    why = (touched.full_read
+           or (tag and f"NetBox holds extras.tag {tag['changed_object_id']} changed with no "
+                       "change logged")
+           or (selected_tag and f"a tag the selection names changed (object "
+                                f"{selected_tag['changed_object_id']})"))
     if why:
         return _full(netbox, selection, why, marker, now)
     holders = {i["id"]: i for i in kept.raw.interfaces}

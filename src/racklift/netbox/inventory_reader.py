@@ -79,11 +79,10 @@ def fetch_inventory(netbox: NetBox, selection: Selection) -> RawInventory:
                           reads.ip_addresses.result(), modules_read.result())
 
 
-def fetch_devices(netbox: NetBox, params: Mapping[str, Any], ids: Iterable[int],
-                  *, types: bool = True) -> RawInventory:
+def fetch_devices(netbox: NetBox, params: Mapping[str, Any], ids: Iterable[int]) -> RawInventory:
     """What the inventory reads of the devices among `ids` that match `params` (a selection's
-    filters, `device_params`): how the warm inventory reads the devices changes touched.
-    `types`: also read their device types and templates."""
+    filters, `device_params`), but their device types: how the warm inventory reads the devices
+    changes touched (it keeps the types, and reads them again when they changed)."""
     with ThreadPoolExecutor(FETCH_WORKERS) as pool:
         devices = netbox.get_for_ids("dcim/devices", "id", ids, params, DEVICE_FIELDS)
         found = sorted(d["id"] for d in devices)
@@ -94,7 +93,7 @@ def fetch_devices(netbox: NetBox, params: Mapping[str, Any], ids: Iterable[int],
         modules = pool.submit(netbox.get_for_ids, "dcim/modules", "device_id", found,
                               MODULE_PARAMS, MODULE_FIELDS)
         return _completed(pool, netbox, devices, interfaces.result(),
-                          ip_addresses.result(), modules.result(), types=types)
+                          ip_addresses.result(), modules.result(), types=False)
 
 
 def _completed(pool: ThreadPoolExecutor, netbox: NetBox, devices: list[Json],

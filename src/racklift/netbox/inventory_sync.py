@@ -298,7 +298,7 @@ def _warm(netbox: NetBox, selection: Selection, kept: Kept, marker: tuple[int, s
     params = device_params(netbox, selection)
     raw = kept.raw
     if devices:
-        raw = merge(raw, fetch_devices(netbox, params, sorted(devices), types=False), devices)
+        raw = merge(raw, fetch_devices(netbox, params, sorted(devices)), devices)
     if touched.types or {d["device_type"]["id"] for d in raw.devices} - {
             t["id"] for t in raw.device_types}:
         with ThreadPoolExecutor(FETCH_WORKERS) as pool:

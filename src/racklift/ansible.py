@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -116,6 +117,30 @@ def child_environment(settings: NetBoxSettings, token_file: Path, names: list[st
         "PATH": f"{bindir}{os.pathsep}{base.get('PATH', '')}",
     })
     return env
+
+
+def script(name: str) -> bytes:
+    """A script from playbooks/files, as a play hands it to python3 on a host."""
+    return (PLAYBOOKS / "files" / name).read_bytes()
+
+
+def run_in_ansible(module: str, request: Any, settings: NetBoxSettings,
+                   names: list[str]) -> Any:
+    """`python -m MODULE` in the environment ansible-playbook gets for `names` (the NetBox
+    inventory narrowed to them, ansible.cfg, no secrets but the token's file): for code that
+    uses Ansible's own API, kept out of racklift's process. `request` goes to its stdin as
+    JSON; its stdout is read as JSON."""
+    with _token_file(settings.token) as token_file:
+        proc = subprocess.run([sys.executable, "-m", module], input=json.dumps(request),
+                              capture_output=True, text=True, cwd=REPO_ROOT,
+                              env=child_environment(settings, token_file, names))
+    if proc.returncode != 0:
+        raise RackliftError(f"{module} did not run (exit {proc.returncode}): "
+                            f"{proc.stderr.strip()[-1500:]}")
+    try:
+        return json.loads(proc.stdout)
+    except ValueError:
+        raise RackliftError(f"{module} did not print JSON: {proc.stdout[:300]!r}") from None
 
 
 def run_playbook(name: str, hosts: Iterable[str], settings: NetBoxSettings,

@@ -61,9 +61,12 @@ def _plain(value: Any) -> Any:
             "adopt": "record first-seen GPU serials on blank NetBox inventory items",
             "record_cables": "create NetBox cables for the links hosts see on ports NetBox has "
                              "no cable for (to switch ports NetBox has, free of cables)",
-            "json": "print the JSON report on stdout"})
+            "json": "print the JSON report on stdout",
+            "collector": "direct (default: one ssh client per host, as Ansible's inventory "
+                         "and ssh settings say to reach it) or ansible (collect.yml)"})
 def verify(c, site=None, rack=None, role="gpu-server", status=None, host=None, check=False,
-           mark_failed=False, adopt=False, record_cables=False, json=False):
+           mark_failed=False, adopt=False, record_cables=False, json=False,
+           collector="direct"):
     """The gate: collect each host's facts, compare them with NetBox, run health checks.
 
     staged/failed hosts become `active` only when everything passes, otherwise `failed`,
@@ -75,6 +78,7 @@ def verify(c, site=None, rack=None, role="gpu-server", status=None, host=None, c
     with operator_errors():
         run = verify_hosts(connect(), chosen, write=not check, mark_active_failed=mark_failed,
                            adopt_serials=adopt, record_observed_cables=record_cables,
+                           collector=collector,
                            progress=lambda m: console.print(plain(m, "dim")))
         report_file, junit = verdict_report.write(run.run_dir, run.verdicts, chosen.describe())
     console.print(verdict_report.table(run.verdicts, f"verify: {chosen.describe()}"))

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from racklift.ansible import HostEvent, run_playbook
+from racklift.ansible import HostEvent, run_playbook, script
 from racklift.errors import RackliftError
 from racklift.facts import bundle as bundles
 from racklift.facts.host import HostFacts, from_bundle
@@ -26,6 +26,8 @@ from racklift.netbox.reader import Selection, read_hosts
 from racklift.runs import new_run_dir
 from racklift.verify.acceptance import asks_acceptance
 from racklift.verify.adopt import adopt
+from racklift.verify.direct_collect import COLLECT_TASK, CONTAINER_CHECK_TASK, collect_direct
+from racklift.verify.reach import reach
 from racklift.verify.record_cables import record_cables
 from racklift.verify.verdict import (
     VERIFIED,
@@ -37,8 +39,9 @@ from racklift.verify.verdict import (
     with_holds,
 )
 
-COLLECT_TASK = "Run the collector on the host"
-CONTAINER_CHECK_TASK = "Run the container check on the host"
+# "direct": racklift's own ssh clients where a host's connection is plain ssh (the default);
+# "ansible": collect.yml for every host, as before the direct collector (and for comparing).
+COLLECTORS = ("direct", "ansible")
 # The most of a collector's document that is decoded. The collector sends 8 MiB of each output
 # at most (playbooks/files/collect.py), a real host's document is a few MiB; a larger one is
 # refused before json.loads makes many times its size in objects.
@@ -97,28 +100,48 @@ def judge_bundle(expected: ExpectedHost,
 def collect(netbox: NetBox, hosts: list[ExpectedHost], bundle_dir: Path, *,
             artifacts: Path | None = None, ident: str = "collect",
             on_event: Callable[[HostEvent], None] | None = None,
-            container_check: bool = False,
+            container_check: bool = False, collector: str = "direct",
             extravars: Mapping[str, Any] | None = None) -> dict[str, bundles.Bundle | str]:
-    """Each host's bundle (also written under `bundle_dir`), or why there is none. The
-    collector's output comes back in the runner's events: nothing is copied per host.
+    """Each host's bundle (also written under `bundle_dir`), or why there is none.
     `container_check`: also pull and run the GPU container through the host's registry mirror
-    (the gate does; support bundles stay read-only)."""
+    (the gate does; support bundles stay read-only). `collector`: "direct" (racklift's ssh
+    clients, one per host, for every host whose Ansible connection is plain ssh; Ansible
+    collects the others with collect.yml) or "ansible" (collect.yml for all)."""
+    if collector not in COLLECTORS:
+        raise RackliftError(f"collector {collector!r}: use one of {', '.join(COLLECTORS)}")
+    names = [h.name for h in hosts]
+    raw: dict[str, tuple[Any, Mapping[str, Any] | None] | str] = {}
+    through_ansible = names
+    if collector == "direct" and names:
+        targets = reach(names, netbox.settings, extravars)
+        direct = {n: t for n, t in targets.items() if "ssh" in t}
+        for name, why in targets.items():
+            if "error" in why:
+                raw[name] = f"{name}: {why['error']}"
+        got = collect_direct(direct, script("collect.py"),
+                             script("container_check.py") if container_check else None,
+                             limit=MAX_DOCUMENT, on_event=on_event)
+        raw.update({n: g if isinstance(g, str) else (g.stdout, g.container_check)
+                    for n, g in got.items()})
+        through_ansible = [n for n in names if "ansible" in targets.get(n, {})]
+    if through_ansible:
+        result = run_playbook("collect.yml", through_ansible, netbox.settings,
+                              artifacts=artifacts, ident=ident, on_event=on_event,
+                              extravars={**(extravars or {}),
+                                         "racklift_container_check": container_check},
+                              capture=[COLLECT_TASK, CONTAINER_CHECK_TASK])
+        for name in through_ansible:
+            res = result.captured.get(name, {}).get(COLLECT_TASK)
+            raw[name] = (result.failed.get(name, "no facts came back")
+                         if name in result.failed or res is None else
+                         (res.get("stdout"), result.captured[name].get(CONTAINER_CHECK_TASK)))
     out: dict[str, bundles.Bundle | str] = {}
-    result = run_playbook("collect.yml", [h.name for h in hosts], netbox.settings,
-                          artifacts=artifacts, ident=ident, on_event=on_event,
-                          extravars={**(extravars or {}),
-                                     "racklift_container_check": container_check},
-                          capture=[COLLECT_TASK, CONTAINER_CHECK_TASK])
-    for host in hosts:
-        res = result.captured.get(host.name, {}).get(COLLECT_TASK)
-        if host.name in result.failed or res is None:
-            out[host.name] = result.failed.get(host.name, "no facts came back")
-            continue
-        got = host_bundle(host.name, res.get("stdout"),
-                          result.captured.get(host.name, {}).get(CONTAINER_CHECK_TASK))
+    for name in names:
+        came = raw.get(name, "no facts came back")
+        got = came if isinstance(came, str) else host_bundle(name, *came)
         if isinstance(got, bundles.Bundle):
             bundles.write(got, bundle_dir)
-        out[host.name] = got
+        out[name] = got
     return out
 
 
@@ -136,18 +159,18 @@ def gate(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *, write: boo
          progress: Callable[[str], None] = lambda _: None,
          on_event: Callable[[HostEvent], None] | None = None,
          extravars: Mapping[str, Any] | None = None, ident: str = "collect",
-         ) -> list[HostVerdict]:
+         collector: str = "direct") -> list[HostVerdict]:
     """Collect, compare, check and (unless `write` is false) record the verdicts of `hosts`.
     `ident`: the collector's Ansible artifacts directory (the pipeline's racks each their own).
     `run` is the pipeline run that holds the hosts' locks, if one calls the gate; hosts locked
     by any other run, not configured, or whose status changed meanwhile are reported only.
     `admit`: whether passing puts a host in the pool; by default unless its context asks for
-    acceptance tests, which then follow (`racklift accept`)."""
+    acceptance tests, which then follow (`racklift accept`). `collector`: see `collect`."""
     reachable = [h for h in hosts if not h.problems and h.address and h.status in VERIFIED]
     progress(f"collecting facts from {len(reachable)} hosts")
     collected = (collect(netbox, reachable, run_dir / "bundles", artifacts=run_dir / "ansible",
                          ident=ident, container_check=True, extravars=extravars,
-                         on_event=on_event) if reachable else {})
+                         on_event=on_event, collector=collector) if reachable else {})
     verdicts = []
     observed = []
     for host in hosts:
@@ -177,7 +200,7 @@ def gate(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *, write: boo
 
 def verify(netbox: NetBox, selection: Selection, *, write: bool = True,
            mark_active_failed: bool = False, adopt_serials: bool = False,
-           record_observed_cables: bool = False,
+           record_observed_cables: bool = False, collector: str = "direct",
            progress: Callable[[str], None] = lambda _: None) -> VerifyRun:
     started = time.monotonic()
     run_dir = new_run_dir("verify")
@@ -185,5 +208,5 @@ def verify(netbox: NetBox, selection: Selection, *, write: bool = True,
     progress(f"{len(hosts)} hosts selected ({selection.describe()})")
     verdicts = gate(netbox, hosts, run_dir, write=write, mark_active_failed=mark_active_failed,
                     adopt_serials=adopt_serials, record_observed_cables=record_observed_cables,
-                    progress=progress)
+                    collector=collector, progress=progress)
     return VerifyRun(verdicts, run_dir, time.monotonic() - started)

@@ -1,0 +1,143 @@
+"""How to reach each host for the direct collector, as Ansible would: its inventory, group vars,
+extra vars and ansible.cfg, resolved by Ansible's own variable manager and the options of its
+`ssh` connection plugin. Run as `python -m racklift.verify.reach` in the environment a
+playbook gets (racklift.ansible.child_environment: the NetBox URL and token file, the hosts),
+so Ansible's global configuration never loads into racklift's process.
+
+Reads `{"hosts": [...], "extravars": {...}}` on stdin; writes one JSON object, host → either
+`{"ssh": [argv up to the destination], "sysfs_root": ..., "mirror": {...} | null}` or
+`{"ansible": why}` for a host whose connection the direct collector does not speak (another
+connection plugin, a password, a PKCS#11 key): Ansible collects those with collect.yml.
+
+Only what reaching the host needs is templated and printed: never a password or other var.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from racklift.ansible import run_in_ansible
+from racklift.netbox.client import NetBoxSettings
+
+# The ssh connection plugin's options the direct collector uses, by the plugin's own names.
+SSH_OPTIONS = ("host", "port", "remote_user", "private_key_file", "ssh_args", "ssh_common_args",
+               "ssh_extra_args", "timeout", "ssh_executable", "host_key_checking")
+# Options that need what only Ansible's plugin does (sshpass, a PKCS#11 provider).
+ANSIBLE_ONLY = ("password", "pkcs11_provider")
+SSH_CONNECTIONS = frozenset({"ssh", "smart", "ansible.builtin.ssh"})
+
+
+def ansible_reason(connection: str | None, options: Mapping[str, Any]) -> str | None:
+    """Why Ansible, not the direct collector, must reach this host; None if ssh can."""
+    if connection not in SSH_CONNECTIONS:
+        return f"its connection is {connection!r}, not ssh"
+    for name in ANSIBLE_ONLY:
+        if options.get(name):
+            return f"its ssh connection sets {name}"
+    return None
+
+
+def ssh_command(options: Mapping[str, Any]) -> list[str]:
+    """The ssh argv that reaches the host, up to and including the destination, from the ssh
+    plugin's resolved options: what Ansible's plugin passes, less connection sharing (one
+    exchange per host) and with BatchMode (never a prompt). Raises ValueError for a value
+    ssh could read as something else."""
+    host = str(options.get("host") or "")
+    if not host or host.startswith("-") or any(c.isspace() for c in host):
+        raise ValueError(f"its address {host[:100]!r} is not a host ssh can be given")
+    argv = [str(options.get("ssh_executable") or "ssh")]
+    for name in ("ssh_args", "ssh_common_args", "ssh_extra_args"):
+        argv += shlex.split(str(options.get(name) or ""))
+    # Ansible adds these itself (ssh.py's _build_command); they come after the configured
+    # arguments, and ssh takes the first value of an option, so the configured ones win.
+    if options.get("host_key_checking") is False:
+        argv += ["-o", "StrictHostKeyChecking=no"]
+    argv += ["-o", "BatchMode=yes", "-o", "ControlPath=none",
+             "-o", f"ConnectTimeout={int(options.get('timeout') or 10)}"]
+    if options.get("port"):
+        argv += ["-o", f"Port={int(options['port'])}"]
+    if options.get("remote_user"):
+        argv += ["-o", f"User={options['remote_user']}"]
+    if options.get("private_key_file"):
+        argv += ["-o", f"IdentityFile=\"{options['private_key_file']}\""]
+    return [*argv, "--", host]
+
+
+def target(hostvars: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
+    """The host's entry in reach's output, from its templated vars and ssh options."""
+    connection = hostvars.get("ansible_connection") or "ssh"
+    why = ansible_reason(str(connection), options)
+    if why is not None:
+        return {"ansible": why}
+    try:
+        argv = ssh_command(options)
+    except ValueError as exc:
+        return {"ansible": str(exc)}
+    desired = hostvars.get("racklift_desired") or {}
+    mirror = desired.get("registry_mirror") if isinstance(desired, Mapping) else None
+    return {"ssh": argv, "sysfs_root": str(hostvars.get("racklift_sysfs_root") or "/sys"),
+            "mirror": dict(mirror) if isinstance(mirror, Mapping) and mirror.get("url") else None}
+
+
+def reach(names: list[str], settings: NetBoxSettings,
+          extravars: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """Each host's entry (see the module's docstring), resolved in Ansible's environment."""
+    got = run_in_ansible(__name__, {"hosts": names, "extravars": dict(extravars or {})},
+                         settings, names)
+    return {name: got[name] if isinstance(got, dict) and isinstance(got.get(name), dict)
+            else {"error": "its connection settings did not come back"} for name in names}
+
+
+def resolve(names: list[str], extravars: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each named host's entry, or `{"error": ...}` for one the inventory does not hold."""
+    # Ansible's configuration loads on import, from ANSIBLE_CONFIG: imported here only.
+    from ansible import constants as C
+    from ansible.inventory.manager import InventoryManager
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.plugins.loader import connection_loader, init_plugin_loader
+    from ansible.template import Templar
+    from ansible.vars.manager import VariableManager
+
+    init_plugin_loader()
+    loader = DataLoader()
+    inventory = InventoryManager(loader=loader, sources=C.DEFAULT_HOST_LIST)
+    variables = VariableManager(loader=loader, inventory=inventory)
+    connection_loader.get("ssh", class_only=True)  # loads the plugin's option definitions
+    out: dict[str, dict[str, Any]] = {}
+    for name in names:
+        host = inventory.get_host(name)
+        if host is None:
+            out[name] = {"error": "not in the inventory"}
+            continue
+        # Extra vars win over every other source (Ansible's precedence).
+        hostvars = {**variables.get_vars(host=host, include_hostvars=False), **extravars}
+        templar = Templar(loader=loader, variables=hostvars)
+
+        def value(raw: Any, templar: Any = templar) -> Any:
+            return templar.template(raw) if isinstance(raw, str) else raw
+
+        options = {opt: value(C.config.get_config_value(
+            opt, plugin_type="connection", plugin_name="ssh", variables=hostvars))
+            for opt in SSH_OPTIONS + ANSIBLE_ONLY}
+        wanted = {key: value(hostvars.get(key)) for key in
+                  ("ansible_connection", "racklift_sysfs_root", "racklift_desired")}
+        try:
+            out[name] = target(wanted, options)
+        except Exception as exc:  # one host's vars never end the others' collection
+            out[name] = {"error": f"its connection settings could not be read: "
+                                  f"{type(exc).__name__}: {exc}"[:300]}
+        # Only the entry leaves this process; the password option is never printed.
+    return out
+
+
+def main() -> None:
+    request = json.load(sys.stdin)
+    json.dump(resolve(list(request["hosts"]), request.get("extravars") or {}), sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

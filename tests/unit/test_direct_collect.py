@@ -1,0 +1,175 @@
+"""The direct collector (racklift.verify.direct_collect) and how it reaches hosts
+(racklift.verify.reach): the ssh command Ansible's settings make, and what a hostile or broken
+host gets. Real sshd runs in the integration tier (test_verify.py and the direct/ansible
+comparison there); here a local `sh` stands in for the ssh hop (TRANSPORT_STAND_IN), so the
+limits are tried on real processes and pipes in a second or two."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from racklift.ansible import HostEvent
+from racklift.verify import gate as verify_gate
+from racklift.verify.direct_collect import (
+    COLLECT_TASK,
+    CONTAINER_CHECK_TASK,
+    Collected,
+    collect_direct,
+    container_check_argv,
+)
+from racklift.verify.reach import ansible_reason, ssh_command, target
+
+# Stands in for `ssh ... -- host`: runs the remote command line locally with sh, as sshd would
+# on the host. `$1` is the destination slot run_on appends the command to.
+TRANSPORT_STAND_IN = ["sh", "-c", 'exec sh -c "$1"', "transport-stand-in"]
+DOCUMENT = json.dumps({"outputs": {"uname.txt": {"stdout": "6.8.0\n", "rc": 0}}})
+
+
+def one(script: str, *, container_check: bool = False, **kw: object
+        ) -> tuple[Collected | str, list[HostEvent]]:
+    """Collect from one stand-in host whose collector is `script` (python3 on its stdin)."""
+    events: list[HostEvent] = []
+    tgt = {"ssh": TRANSPORT_STAND_IN, "sysfs_root": "/sys", "mirror": None,
+           **{k: kw.pop(k) for k in ("sysfs_root", "mirror") if k in kw}}
+    got = collect_direct({"gpu-01": tgt}, script.encode(),
+                         script.encode() if container_check else None,
+                         on_event=events.append, **{"limit": 2**20, **kw})
+    return got["gpu-01"], events
+
+
+# --- how a host is reached ---------------------------------------------------------------------
+
+def test_the_ssh_command_carries_ansibles_settings_and_ends_with_the_host():
+    argv = ssh_command({"host": "10.0.0.5", "port": 2222, "remote_user": "root",
+                        "private_key_file": "/k/id", "ssh_args": "-C -o ControlMaster=auto",
+                        "ssh_common_args": "-o ProxyJump=bastion", "ssh_extra_args": "-4",
+                        "timeout": 7, "ssh_executable": "ssh", "host_key_checking": False})
+    assert argv == ["ssh", "-C", "-o", "ControlMaster=auto", "-o", "ProxyJump=bastion", "-4",
+                    "-o", "StrictHostKeyChecking=no", "-o", "BatchMode=yes",
+                    "-o", "ControlPath=none", "-o", "ConnectTimeout=7", "-o", "Port=2222",
+                    "-o", "User=root", "-o", 'IdentityFile="/k/id"', "--", "10.0.0.5"]
+
+
+def test_host_key_checking_stays_on_unless_ansible_turns_it_off():
+    argv = ssh_command({"host": "h", "host_key_checking": True})
+    assert "StrictHostKeyChecking=no" not in argv and argv[-2:] == ["--", "h"]
+
+
+@pytest.mark.parametrize("address", ["-oProxyCommand=touch /tmp/pwned", "a b", ""])
+def test_an_address_ssh_would_read_as_an_option_is_refused(address):
+    # Planted: an ansible_host from a NetBox record that ssh would take as an option.
+    with pytest.raises(ValueError, match="not a host ssh can be given"):
+        ssh_command({"host": address})
+    assert target({}, {"host": address}) == {
+        "ansible": f"its address {address!r} is not a host ssh can be given"}
+
+
+@pytest.mark.parametrize(("connection", "options", "why"), [
+    ("local", {}, "its connection is 'local', not ssh"),
+    ("community.docker.docker", {}, "its connection is 'community.docker.docker', not ssh"),
+    ("ssh", {"password": "s3cret"}, "its ssh connection sets password"),
+    ("ssh", {"pkcs11_provider": "/lib/p11.so"}, "its ssh connection sets pkcs11_provider"),
+])
+def test_what_only_ansible_can_reach_goes_to_ansible_and_no_secret_is_kept(connection, options,
+                                                                             why):
+    assert ansible_reason(connection, options) == why
+    entry = target({"ansible_connection": connection}, {"host": "h", **options})
+    assert entry == {"ansible": why} and "s3cret" not in json.dumps(entry)
+
+
+def test_a_plain_ssh_host_gets_its_sysfs_root_and_a_mirror_only_with_a_url():
+    mirror = {"url": "http://10.0.0.1:5000", "check_image": "cuda:12", "check_gpus": True,
+              "check_command": ["nvidia-smi", "-L"]}
+    entry = target({"racklift_sysfs_root": "/lab/sys", "racklift_desired": {
+        "registry_mirror": mirror}}, {"host": "h"})
+    assert entry["ssh"][-1] == "h" and entry["sysfs_root"] == "/lab/sys"
+    assert entry["mirror"] == mirror
+    assert target({"racklift_desired": {"registry_mirror": {"url": None}}},
+                  {"host": "h"})["mirror"] is None
+    assert target({}, {"host": "h"})["sysfs_root"] == "/sys"
+    assert container_check_argv(mirror) == [
+        "python3", "-", "--mirror", "http://10.0.0.1:5000", "--image", "cuda:12", "--gpus",
+        "--", "nvidia-smi", "-L"]
+
+
+# --- what comes back ---------------------------------------------------------------------------
+
+def test_the_collectors_document_comes_back_with_start_and_ok_events():
+    got, events = one(f"import sys; sys.stdout.write({DOCUMENT!r})")
+    assert isinstance(got, Collected) and json.loads(got.stdout) == json.loads(DOCUMENT)
+    assert [(e.kind, e.task) for e in events] == [("start", COLLECT_TASK),
+                                                          ("ok", COLLECT_TASK)]
+
+
+def test_the_command_line_reaches_the_host_quoted():
+    # The sysfs root is operator config; it still must arrive as one argument.
+    got, _ = one("import sys, json; print(json.dumps(sys.argv[1:]))",
+                 sysfs_root="/a b; touch /tmp/x")
+    assert isinstance(got, Collected)
+    assert json.loads(got.stdout) == ["--sysfs-root", "/a b; touch /tmp/x"]
+
+
+def test_a_host_that_sends_without_end_is_cut_off_at_the_limit_and_refused():
+    # Planted: a collector that writes forever. The client is killed one byte past the limit
+    # (a timeout would say "no answer").
+    got, events = one("import sys\nwhile True: sys.stdout.write('x' * 65536)", timeout=120)
+    assert got == (f"failed at '{COLLECT_TASK}': its output went past racklift's limit of "
+                   "1 MiB: refused, the connection cut")
+    assert events[-1].kind == "failed"
+
+
+def test_output_up_to_the_limit_is_taken():
+    got, _ = one(f"import sys; sys.stdout.write('x' * {2**20})")
+    assert isinstance(got, Collected) and len(got.stdout) == 2**20
+
+
+def test_stderr_is_kept_short_and_the_rest_drained():
+    got, _ = one("import sys\nsys.stderr.write('e' * 8 * 2**20)\nsys.stdout.write('{}')")
+    assert isinstance(got, Collected) and got.stdout == "{}"
+
+
+def test_a_host_that_never_answers_fails_alone_after_the_timeout():
+    started = time.monotonic()
+    got, _ = one("import time; time.sleep(600)", timeout=1)
+    assert got == f"failed at '{COLLECT_TASK}': no answer within 1 s: killed"
+    assert time.monotonic() - started < 60  # killed, not waited for
+
+
+def test_a_failed_collector_and_an_unreachable_host_say_so_in_ansibles_words():
+    failed, events = one("import sys; sys.stderr.write('no python'); sys.exit(3)")
+    assert failed == f"failed at '{COLLECT_TASK}': no python"
+    assert [e.kind for e in events] == ["start", "failed"]
+    down = {"ssh": ["sh", "-c", "echo 'connect to host 10.9.9.9 port 22: No route' >&2; exit 255",
+                    "ssh"], "sysfs_root": "/sys", "mirror": None}
+    got = collect_direct({"gpu-02": down}, b"", None, limit=2**20)
+    assert got == {"gpu-02": "unreachable: connect to host 10.9.9.9 port 22: No route"}
+
+
+def test_the_container_check_runs_after_the_collector_where_the_host_has_a_mirror():
+    mirror = {"url": "http://10.0.0.1:5000", "check_image": "cuda:12", "check_gpus": False,
+              "check_command": ["true"]}
+    got, events = one("import sys, json; print(json.dumps(sys.argv[1:]))", mirror=mirror,
+                      container_check=True)
+    assert isinstance(got, Collected) and got.container_check is not None
+    checked = got.container_check
+    assert checked["rc"] == 0 and json.loads(checked["stdout"]) == [
+        "--mirror", "http://10.0.0.1:5000", "--image", "cuda:12", "--", "true"]
+    assert [e.task for e in events] == [COLLECT_TASK, COLLECT_TASK, CONTAINER_CHECK_TASK,
+                                        CONTAINER_CHECK_TASK]
+    bundle = verify_gate.host_bundle("gpu-01", DOCUMENT, checked)
+    assert not isinstance(bundle, str)
+
+
+def test_many_hosts_at_once_each_get_their_own_outcome():
+    ok = {"ssh": TRANSPORT_STAND_IN, "sysfs_root": "/sys", "mirror": None}
+    targets = {f"gpu-{n:02}": ok for n in range(1, 21)}
+    targets["gpu-99"] = {"ssh": ["sh", "-c", "exit 255", "ssh"], "sysfs_root": "/sys",
+                         "mirror": None}
+    got = collect_direct(targets, f"import sys; sys.stdout.write({DOCUMENT!r})".encode(), None,
+                         limit=2**20, concurrency=4)
+    assert sorted(got) == sorted(targets)
+    assert all(isinstance(got[f"gpu-{n:02}"], Collected) for n in range(1, 21))
+    assert got["gpu-99"] == "unreachable: ssh failed"

@@ -1,11 +1,13 @@
-"""verify (the gate) on 8, 32 and 64 lab hosts: with racklift's Ansible settings
-(ansible.cfg: forks 50, pipelining, persistent SSH connections) and with Ansible's defaults
-(linear strategy, forks 5, no pipelining), in one run.
+"""verify (the gate) on 8, 32 and 64 lab hosts, in one run: with racklift's direct collector
+(one OpenSSH client per host from one asyncio loop, each host reached as Ansible's inventory and
+ssh settings say), with playbooks/collect.yml under racklift's ansible.cfg (forks 50,
+pipelining, persistent SSH connections), and with collect.yml under Ansible's defaults (linear
+strategy, forks 5, no pipelining), the baseline.
 
 Each run is the whole `verify` a user runs: select the hosts in NetBox, collect their facts
-with playbooks/collect.yml over SSH, parse, compare with NetBox and run the health checks on
-the controller. Runs are read-only (`--check`: nothing is written to NetBox), so every run
-does the same work; each starts with cold SSH connections (its own control-socket directory).
+over SSH, parse, compare with NetBox and run the health checks on the controller. Runs are
+read-only (`--check`: nothing is written to NetBox), so every run does the same work; each
+starts with cold SSH connections (its own control-socket directory).
 
 Needs the lab NetBox (`invoke netbox.up`). The hosts are lab containers on their own podman
 network and rack (benchmarks/lab_up.py's: racklift-bench, 10.89.2.0/24, rack B01), started
@@ -48,7 +50,14 @@ ANSIBLE_DEFAULTS = {
     "ANSIBLE_PIPELINING": "False",
     "ANSIBLE_SSH_ARGS": "-C -o ControlMaster=auto -o ControlPersist=60s",
 }
-MODES: dict[str, Mapping[str, str]] = {"racklift": {}, "ansible defaults": ANSIBLE_DEFAULTS}
+# mode → (collector, environment). racklift: its direct collector (one ssh client per host,
+# one asyncio loop); collect.yml with racklift's ansible.cfg, the collector before it; and
+# collect.yml with Ansible's defaults, the baseline.
+MODES: dict[str, tuple[str, Mapping[str, str]]] = {
+    "racklift": ("direct", {}),
+    "collect.yml, forks 50": ("ansible", {}),
+    "ansible defaults": ("ansible", ANSIBLE_DEFAULTS),
+}
 
 
 @contextmanager
@@ -97,13 +106,15 @@ class Run:
     hosts_cpu: float | None
 
 
-def one_run(netbox: NetBox, names: list[str], settings: Mapping[str, str]) -> Run:
+def one_run(netbox: NetBox, names: list[str], collector: str,
+            settings: Mapping[str, str]) -> Run:
     controller, host = controller_cpu_seconds(), hosts_cpu_seconds()
     with tempfile.TemporaryDirectory(prefix="racklift-bench-verify-") as tmp:
         # Fresh control sockets and run directories: no run reuses another's connections.
         env = {**settings, "ANSIBLE_SSH_CONTROL_PATH_DIR": f"{tmp}/cp", "RACKLIFT_RUNS": tmp}
         with environment(env):
-            run = verify(netbox, Selection(names=tuple(names)), write=False)
+            run = verify(netbox, Selection(names=tuple(names)), write=False,
+                         collector=collector)
     host_after = hosts_cpu_seconds()
     collected = sum(1 for v in run.verdicts if v.error is None and v.checks)
     passed = sum(1 for v in run.verdicts if v.passed)
@@ -145,8 +156,8 @@ def main() -> None:
             print(f"\n{size} hosts:", flush=True)
             seconds: dict[str, list[float]] = {mode: [] for mode in MODES}
             for round_ in range(args.runs):
-                for mode, values in MODES.items():
-                    run = one_run(netbox, names[:size], values)
+                for mode, (collector, values) in MODES.items():
+                    run = one_run(netbox, names[:size], collector, values)
                     seconds[mode].append(run.seconds)
                     print(f"  {mode} run {round_ + 1}: {run.seconds:.1f} s, {run.outcome}; "
                           f"{cpu_note(run, size)} ({load()})", flush=True)
@@ -155,7 +166,8 @@ def main() -> None:
                 medians[mode].append(value)
                 print(f"  {mode}: {value:.1f} s, {size / value * 60:.0f} hosts/minute")
             ratio = median(seconds["ansible defaults"]) / median(seconds["racklift"])
-            print(f"  ratio {ratio:.1f}")
+            print(f"  ratio {ratio:.1f} (against collect.yml, forks 50: "
+                  f"{median(seconds['collect.yml, forks 50']) / median(seconds['racklift']):.1f})")
     finally:
         lab_rack.down(netbox, BENCH_NET)
     print()

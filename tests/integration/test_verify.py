@@ -15,6 +15,7 @@ from helpers import BIN, REPO, without_acceptance
 from helpers import TEST_NET as NET
 from racklift import podman
 from racklift.ansible import run_playbook
+from racklift.facts import bundle as bundles
 from racklift.lab import hardware, hwemu
 from racklift.lab import rack as lab_rack
 from racklift.netbox.reader import Selection, read_hosts
@@ -219,6 +220,21 @@ def test_ports_netbox_names_by_netdev_are_matched_by_guid_or_label(netbox, lab):
             assert not by_host[name].warnings, by_host[name].warnings
     finally:
         netbox.update("dcim/interfaces", saved)
+
+
+def test_the_direct_and_the_ansible_collector_bring_the_same_facts(netbox, lab):
+    # The direct collector reaches each host as Ansible's inventory and ssh settings say; what
+    # it brings back must be what collect.yml brings: the same outputs, the same verdicts.
+    runs = {how: verify(netbox, SELECT, write=False, collector=how)
+            for how in ("direct", "ansible")}
+    outputs = {how: {h.name: sorted(bundles.read(run.run_dir / "bundles" / h.name).outputs)
+                     for h in lab.hosts} for how, run in runs.items()}
+    assert outputs["direct"] == outputs["ansible"]
+    assert "nvidia-smi-q-x.xml" in outputs["direct"][lab.hosts[0].name]
+    verdicts = {how: {v.host: (v.passed, v.failures, sorted((c.name, c.status) for c in v.checks))
+                      for v in run.verdicts} for how, run in runs.items()}
+    assert verdicts["direct"] == verdicts["ansible"]
+    assert all(passed for passed, _, _ in verdicts["direct"].values())
 
 
 def test_unreachable_and_incomplete_hosts_fail_with_their_reason(netbox, lab):

@@ -27,6 +27,7 @@ from racklift.facts.parsers.nvlink_errors import parse_nvidia_smi_nvlink_errors
 from racklift.facts.parsers.perftest import parse_perftest_bw
 from racklift.facts.parsers.topology import parse_nvidia_smi_nvlink, parse_nvidia_smi_topo
 from racklift.lab import hwemu
+from racklift.lab.hwemu import cli as hwemu_cli
 from racklift.lab.hwemu import nvidia_smi
 from racklift.paths import REPO_ROOT
 
@@ -904,19 +905,34 @@ def test_cli_on_a_lab_host_asks_dpkg(profile: hwemu.Profile, tmp_path: Path,
     path = tmp_path / "hw.json"
     hwemu.save_profile(profile, str(path))
     monkeypatch.setenv(hwemu.PROFILE_ENV, str(path))
+    status = tmp_path / "status"  # stands in for dpkg's database: what the answer is keyed by
+    monkeypatch.setattr(hwemu_cli, "DPKG_STATUS", str(status))
+    monkeypatch.setattr(hwemu_cli, "DRIVER_CACHE", str(tmp_path / "run" / "installed-driver"))
     listing = tmp_path / "packages"
     fake = tmp_path / "dpkg-query"  # answers only the collector's query
-    fake.write_text(f"#!/bin/sh\n[ \"$*\" = '-W -f ${{Package}}\t${{Version}}"
-                    f"\t${{db:Status-Abbrev}}\n' ] && exec /bin/cat {listing}\nexit 2\n")
+    answer = (f"#!/bin/sh\n[ \"$*\" = '-W -f ${{Package}}\t${{Version}}"
+              f"\t${{db:Status-Abbrev}}\n' ] && exec /bin/cat {listing}\nexit 2\n")
+    fake.write_text(answer)
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
-    listing.write_text(DPKG)
+
+    def install(packages: str) -> None:  # as dpkg does: the database changes with them
+        listing.write_text(packages)
+        status.write_text(packages)
+
+    install(DPKG)
     assert hwemu.main(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]) == 0
     assert capsys.readouterr().out == "550.127.05\n" * 8
-    listing.write_text("base-files\t12.4+deb12u8\tii \n")
+    fake.unlink()  # the database unchanged: the driver read last time, dpkg-query not asked
+    assert hwemu.main(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]) == 0
+    assert capsys.readouterr().out == "550.127.05\n" * 8
+    fake.write_text(answer)
+    fake.chmod(0o755)
+    install("base-files\t12.4+deb12u8\tii \n")
     assert hwemu.main(["nvidia-smi"]) == 9
     assert capsys.readouterr().out == hwemu.NVIDIA_SMI_NO_DRIVER + "\n\n"
     fake.unlink()  # no dpkg at all: say so, rather than guess
+    install(DPKG)
     assert hwemu.main(["ibstat"]) == 1
     assert "cannot read the hardware profile or packages" in capsys.readouterr().err
 

@@ -4,7 +4,6 @@ otherwise a subcommand (profile, write-sysfs, generate, inject, heal)."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -244,19 +243,53 @@ _USAGE = (
 )
 
 
+# dpkg's database, and where the driver read from it is kept: every tool call needs the
+# installed driver, and asking dpkg-query each time was most of a call's CPU. The entry is
+# keyed by the database's change time and size, which every install or removal changes.
+DPKG_STATUS = "/var/lib/dpkg/status"
+DRIVER_CACHE = "/run/racklift-lab/installed-driver"
+
+
+def _installed_driver() -> str | None:
+    stat = os.stat(DPKG_STATUS)
+    key = f"{stat.st_mtime_ns} {stat.st_size}"
+    try:
+        with open(DRIVER_CACHE) as f:
+            cached_key, _, value = f.read().partition("\n")
+        if cached_key == key:
+            return value or None
+    except OSError:
+        pass
+    import subprocess  # here: only when the database changed
+
+    done = subprocess.run(DPKG_QUERY, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise OSError(f"dpkg-query exited {done.returncode}: {done.stderr.strip()[:200]}")
+    packages = done.stdout
+    installed = installed_driver(packages)
+    try:  # whole or not at all: tools run at once
+        os.makedirs(os.path.dirname(DRIVER_CACHE), exist_ok=True)
+        partial = f"{DRIVER_CACHE}.{os.getpid()}"
+        with open(partial, "w") as f:
+            f.write(f"{key}\n{installed or ''}")
+        os.replace(partial, DRIVER_CACHE)
+    except OSError:
+        pass  # not kept: the next call asks dpkg-query again
+    return installed
+
+
 def _host_profile() -> Profile:
     """The profile, with the installed driver where it says so (lab hosts)."""
     profile = load_profile()
     if not profile.driver_from_packages:
         return profile
-    packages = subprocess.run(DPKG_QUERY, capture_output=True, text=True, check=True).stdout
-    return with_installed_driver(profile, installed_driver(packages))
+    return with_installed_driver(profile, _installed_driver())
 
 
 def _run_tool(name: str, args: list[str]) -> int:
     try:
         profile = _host_profile()
-    except (OSError, ValueError, subprocess.CalledProcessError) as exc:
+    except (OSError, ValueError) as exc:
         sys.stderr.write(f"{name}: cannot read the hardware profile or packages: {exc}\n")
         return 1
     time.sleep(delay(profile.latency, name, args))  # idle, as the real tool waits

@@ -90,12 +90,13 @@ def hosts_cpu_seconds() -> float | None:
     return total / 1e9
 
 
-def controller_cpu_seconds() -> float:
-    """This process (NetBox reads, parsing, comparison) and what it ran (ansible-playbook,
-    its workers and their ssh clients)."""
+def controller_cpu_seconds() -> tuple[float, float]:
+    """This process (NetBox reads, the direct collector's loop, parsing, comparison: one
+    core's work) and what it ran (ssh clients, racklift.verify.reach, ansible-playbook and
+    its workers: spread over the cores)."""
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,7 @@ class Run:
     seconds: float
     outcome: str
     controller_cpu: float
+    own_cpu: float  # of controller_cpu, this process's
     hosts_cpu: float | None
 
 
@@ -122,14 +124,16 @@ def one_run(netbox: NetBox, names: list[str], collector: str,
     reasons = sorted({v.failures[0] for v in run.verdicts if v.failures})
     outcome = (f"collected {collected}/{len(names)}, passed {passed}"
                + (f" (e.g. {'; '.join(reasons)[:300]})" if reasons else ""))
-    return Run(run.seconds, outcome, controller_cpu_seconds() - controller,
+    own, children = controller_cpu_seconds()
+    return Run(run.seconds, outcome, own + children - sum(controller), own - controller[0],
                None if host is None or host_after is None else host_after - host)
 
 
 def cpu_note(run: Run, count: int) -> str:
     hosts_cpu = "n/a" if run.hosts_cpu is None else f"{run.hosts_cpu:.0f} s"
-    return (f"CPU: controller {run.controller_cpu:.0f} s ({run.controller_cpu / count:.2f} s "
-            f"per host), hosts {hosts_cpu}")
+    return (f"CPU: controller {run.controller_cpu:.0f} s ({run.controller_cpu / count:.3f} s "
+            f"per host, of which racklift's process {run.own_cpu / count:.3f} s), "
+            f"hosts {hosts_cpu}")
 
 
 def main() -> None:

@@ -224,6 +224,19 @@ def test_up_again_converges(netbox, lab):
     assert netbox.count("dcim/devices") == devices
 
 
+def test_up_converges_after_a_run_stopped_half_way(netbox, lab):
+    # A lab run stopped after registering: one host's record gone, what it was cabled to left
+    # (NetBox keeps a cable when one end's device is deleted). Up again puts it all back.
+    victim = lab.hosts[-1]
+    cabled = netbox.count("dcim/cables", {"device": victim.name})
+    assert cabled == len(victim.links) > 0
+    netbox.delete("dcim/devices", [d["id"] for d in netbox.get_all(
+        "dcim/devices", {"name": victim.name}, fields=("id",))])
+    again = lab_rack.up(netbox, 4, RACK, net=TEST_NET)
+    assert [h.name for h in again.hosts] == [h.name for h in lab.hosts]
+    assert netbox.count("dcim/cables", {"device": victim.name}) == cabled
+
+
 def test_down_removes_the_lab_and_nothing_else(netbox, lab):
     # Someone else's device at the same site, and the developer's lab if one runs, must stay.
     other = netbox.create("dcim/devices", [{

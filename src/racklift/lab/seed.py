@@ -355,10 +355,17 @@ def _cable(netbox: NetBox, seed: SeedPlan, devices: dict[str, int],
     def end(interface: dict) -> list[dict]:
         return [{"object_type": "dcim.interface", "object_id": interface["id"]}]
 
-    new = [{"a_terminations": end(near), "b_terminations": end(ports[(switches[switch], port)]),
-            "status": "connected", "tags": [{"slug": lab_tags.LAB}]}
-           for h in seed.hosts for name, (switch, port) in h.links.items()
-           if not (near := ports[(devices[h.name], name)]).get("cable")]
+    links = [(near, ports[(switches[switch], port)])
+             for h in seed.hosts for name, (switch, port) in h.links.items()
+             if not (near := ports[(devices[h.name], name)]).get("cable")]
+    # A switch port may still hold a cable whose host end went with a lab run that was
+    # stopped half-way (its host removed, the cable left): the lab's own, so it goes.
+    stale = sorted({far["cable"]["id"] for _, far in links if far.get("cable")})
+    if stale:
+        netbox.delete("dcim/cables", [c["id"] for c in netbox.get_for_ids(
+            "dcim/cables", "id", stale, {"tag": lab_tags.LAB}, fields=("id",))])
+    new = [{"a_terminations": end(near), "b_terminations": end(far), "status": "connected",
+            "tags": [{"slug": lab_tags.LAB}]} for near, far in links]
     return len(netbox.create("dcim/cables", new))
 
 

@@ -63,8 +63,9 @@ def test_an_address_ssh_would_read_as_an_option_is_refused(address):
     # Planted: an ansible_host from a NetBox record that ssh would take as an option.
     with pytest.raises(ValueError, match="not a host ssh can be given"):
         ssh_command({"host": address})
+    # Refused, not handed to Ansible, whose ssh would read it the same way.
     assert target({}, {"host": address}) == {
-        "ansible": f"its address {address!r} is not a host ssh can be given"}
+        "error": f"its address {address!r} is not a host ssh can be given"}
 
 
 @pytest.mark.parametrize(("connection", "options", "why"), [

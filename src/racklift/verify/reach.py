@@ -5,9 +5,11 @@ playbook gets (racklift.ansible.child_environment: the NetBox URL and token file
 so Ansible's global configuration never loads into racklift's process.
 
 Reads `{"hosts": [...], "extravars": {...}}` on stdin; writes one JSON object, host → either
-`{"ssh": [argv up to the destination], "sysfs_root": ..., "mirror": {...} | null}` or
+`{"ssh": [argv up to the destination], "sysfs_root": ..., "mirror": {...} | null}`, or
 `{"ansible": why}` for a host whose connection the direct collector does not speak (another
-connection plugin, a password, a PKCS#11 key): Ansible collects those with collect.yml.
+connection plugin, a password, a PKCS#11 key): Ansible collects those with collect.yml; or
+`{"error": why}` for a host that cannot be reached safely (an address ssh would read as an
+option) or is not in the inventory.
 
 Only what reaching the host needs is templated and printed: never a password or other var.
 """
@@ -75,8 +77,8 @@ def target(hostvars: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str,
         return {"ansible": why}
     try:
         argv = ssh_command(options)
-    except ValueError as exc:
-        return {"ansible": str(exc)}
+    except ValueError as exc:  # refused, not handed to Ansible: its ssh would read it the same
+        return {"error": str(exc)}
     desired = hostvars.get("racklift_desired") or {}
     mirror = desired.get("registry_mirror") if isinstance(desired, Mapping) else None
     return {"ssh": argv, "sysfs_root": str(hostvars.get("racklift_sysfs_root") or "/sys"),

@@ -29,40 +29,64 @@ Output formats follow real captures (see ``tests/fixtures/real/SOURCES.md``):
   server and a client over TCP (perftest.py).
 """
 
-from .cli import TOOLS, main
-from .command import ToolExit
-from .dcgm import dcgmi_diag
-from .dmi import dmidecode, dmidecode_string
-from .fabric import ibnetdiscover
-from .faults import ETHERNET_FAULTS, FAULTS, heal, inject
-from .generate import generate_profile
-from .infiniband import ibstat, ibv_devinfo
-from .kernel import dmesg, sysfs_tree, write_sysfs
-from .nccl_tests import AllReduceRun, all_reduce_perf_output, parse_all_reduce_perf
-from .nvidia_smi import (
-    nvidia_smi_list,
-    nvidia_smi_q,
-    nvidia_smi_summary,
-    nvidia_smi_version,
-    nvidia_smi_xml,
-)
-from .profile import (
-    DEFAULT_DRIVER,
-    GPU,
-    HGX_H100_BUSES,
-    NVIDIA_SMI_NO_DRIVER,
-    PROFILE_ENV,
-    HCAPort,
-    Profile,
-    System,
-    cabled,
-    installed_driver,
-    load_profile,
-    save_profile,
-    with_installed_driver,
-)
-from .query_gpu import InvalidQueryField, nvidia_smi_query
-from .topology import nvidia_smi_nvlink, nvidia_smi_nvlink_errors, nvidia_smi_topo
+import importlib
+from typing import Any
+
+# What the package offers, by the module that has it: imported on first use (PEP 562), so
+# that a tool call on a lab host, which imports hwemu.cli, loads only its own tool's module.
+_EXPORTS = {
+    "TOOLS": "cli",
+    "main": "cli",
+    "ToolExit": "command",
+    "dcgmi_diag": "dcgm",
+    "dmidecode": "dmi",
+    "dmidecode_string": "dmi",
+    "ibnetdiscover": "fabric",
+    "ETHERNET_FAULTS": "faults",
+    "FAULTS": "faults",
+    "heal": "faults",
+    "inject": "faults",
+    "generate_profile": "generate",
+    "ibstat": "infiniband",
+    "ibv_devinfo": "infiniband",
+    "dmesg": "kernel",
+    "sysfs_tree": "kernel",
+    "write_sysfs": "kernel",
+    "AllReduceRun": "nccl_tests",
+    "all_reduce_perf_output": "nccl_tests",
+    "parse_all_reduce_perf": "nccl_tests",
+    "nvidia_smi_list": "nvidia_smi",
+    "nvidia_smi_q": "nvidia_smi",
+    "nvidia_smi_summary": "nvidia_smi",
+    "nvidia_smi_version": "nvidia_smi",
+    "nvidia_smi_xml": "nvidia_smi",
+    "DEFAULT_DRIVER": "profile",
+    "GPU": "profile",
+    "HCAPort": "profile",
+    "HGX_H100_BUSES": "profile",
+    "NVIDIA_SMI_NO_DRIVER": "profile",
+    "PROFILE_ENV": "profile",
+    "Profile": "profile",
+    "System": "profile",
+    "cabled": "profile",
+    "installed_driver": "profile",
+    "load_profile": "profile",
+    "save_profile": "profile",
+    "with_installed_driver": "profile",
+    "InvalidQueryField": "query_gpu",
+    "nvidia_smi_query": "query_gpu",
+    "nvidia_smi_nvlink": "topology",
+    "nvidia_smi_nvlink_errors": "topology",
+    "nvidia_smi_topo": "topology",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{module}", __name__), name)
+
 
 __all__ = [
     "DEFAULT_DRIVER", "ETHERNET_FAULTS", "FAULTS", "GPU", "HGX_H100_BUSES",

@@ -3,244 +3,56 @@ otherwise a subcommand (profile, write-sysfs, generate, inject, heal)."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import time
 from collections.abc import Callable
 
 from .command import ToolExit
-from .dcgm import dcgmi
-from .dmi import (
-    _DMI_STRING_KEYWORDS,
-    _DMI_TYPE_KEYWORDS,
-    DMIDECODE_VERSION,
-    dmidecode,
-    dmidecode_string,
-)
-from .fabric import ibnetdiscover
-from .faults import FAULTS, heal, inject
-from .generate import generate_profile
-from .infiniband import _sorted_hcas, ibstat, ibv_devinfo
-from .kernel import dmesg, write_sysfs
 from .latency import delay
-from .nccl_tests import all_reduce_perf
-from .nvidia_smi import (
-    _select_gpus,
-    nvidia_smi_list,
-    nvidia_smi_q,
-    nvidia_smi_summary,
-    nvidia_smi_version,
-    nvidia_smi_xml,
-)
-from .perftest import ib_write_bw
 from .profile import (
     DPKG_QUERY,
-    NVIDIA_SMI_NO_DRIVER,
     Profile,
     installed_driver,
     load_profile,
     save_profile,
     with_installed_driver,
 )
-from .query_gpu import InvalidQueryField, nvidia_smi_query
-from .topology import nvidia_smi_nvlink, nvidia_smi_nvlink_errors, nvidia_smi_topo
+
+Tool = Callable[[Profile, list[str]], str]
 
 
-def _opt_value(args: list[str], i: int) -> tuple[str, int]:
-    """Value of ``--name=V`` / ``--name V`` / ``-n V`` at args[i]; returns (value, next i)."""
-    arg = args[i]
-    if "=" in arg and arg.startswith("--"):
-        return arg.split("=", 1)[1], i + 1
-    if i + 1 >= len(args):
-        raise ToolExit(2, NVSMI_BAD_ARGS)
-    return args[i + 1], i + 2
+def _lazy(module: str, function: str) -> Tool:
+    """The tool, its module imported when it runs: a lab host starts a process for every tool
+    call the collector makes, and importing every tool's module each time was a third of its
+    CPU."""
+    def tool(p: Profile, args: list[str]) -> str:
+        run: Tool = getattr(importlib.import_module(f".{module}", __package__), function)
+        return run(p, args)
+    return tool
 
 
-NVSMI_BAD_ARGS = "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n\n"
-
-
-# nvidia-smi's exit code when a GPU is lost ("fallen off the bus or otherwise inaccessible").
-NVSMI_GPU_LOST = 15
-
-
-def _cli_nvidia_smi(p: Profile, args: list[str]) -> str:
-    # Without a driver package a real host has no nvidia-smi at all; this link stays in PATH,
-    # so it answers as nvidia-smi does when no driver is loaded.
-    if not p.driver_version:
-        raise ToolExit(9, NVIDIA_SMI_NO_DRIVER + "\n\n")
-    output = _nvidia_smi_output(p, args)
-    if any(g.lost for g in p.gpus) and "--version" not in args:
-        raise ToolExit(NVSMI_GPU_LOST, output)
-    return output
-
-
-def _nvidia_smi_output(p: Profile, args: list[str]) -> str:
-    if args[:1] in (["topo"], ["nvlink"]):
-        if args in (["topo", "-m"], ["topo", "--matrix"]):
-            return nvidia_smi_topo(p)
-        if args in (["nvlink", "-s"], ["nvlink", "--status"]):
-            return nvidia_smi_nvlink(p)
-        if args in (["nvlink", "-e"], ["nvlink", "--errorcounters"]):
-            return nvidia_smi_nvlink_errors(p)
-        raise ToolExit(2, NVSMI_BAD_ARGS)
-    query = xml = list_gpus = version = False
-    query_gpu: str | None = None
-    fmt: str | None = None
-    ids: str | None = None
-    i = 0
-    while i < len(args):
-        a = args[i]
-        if a in ("-q", "--query"):
-            query, i = True, i + 1
-        elif a in ("-x", "--xml-format"):
-            xml, i = True, i + 1
-        elif a in ("-L", "--list-gpus"):
-            list_gpus, i = True, i + 1
-        elif a == "--version":
-            version, i = True, i + 1
-        elif a == "--query-gpu" or a.startswith("--query-gpu="):
-            query_gpu, i = _opt_value(args, i)
-        elif a == "--format" or a.startswith("--format="):
-            fmt, i = _opt_value(args, i)
-        elif a in ("-i", "--id") or a.startswith("--id="):
-            ids, i = _opt_value(args, i)
-        else:
-            raise ToolExit(2, NVSMI_BAD_ARGS)
-    try:
-        gpus = _select_gpus(p, ids)
-    except LookupError as exc:
-        raise ToolExit(6, f"No devices were found matching the id: {exc.args[0]}\n") from None
-    if version:
-        return nvidia_smi_version(p)
-    if list_gpus and not (query or xml or query_gpu):
-        return nvidia_smi_list(p)
-    if query_gpu is not None:
-        opts = [o.strip() for o in (fmt or "").split(",") if o.strip()]
-        if "csv" not in opts or query or xml:
-            raise ToolExit(2, NVSMI_BAD_ARGS)
-        try:
-            return nvidia_smi_query(p, query_gpu.split(","), "noheader" in opts,
-                                    "nounits" in opts, gpus)
-        except InvalidQueryField as exc:
-            raise ToolExit(2, f"{exc}\n\n") from None
-    if fmt is not None:
-        raise ToolExit(2, NVSMI_BAD_ARGS)
-    if query:
-        return nvidia_smi_xml(p, gpus) if xml else nvidia_smi_q(p, gpus)
-    if xml:
-        raise ToolExit(2, NVSMI_BAD_ARGS)
-    return nvidia_smi_summary(p)
-
-
-def _cli_ibstat(p: Profile, args: list[str]) -> str:
-    if args and args[0] in ("-l", "--list_of_cas"):
-        return "".join(h.ca + "\n" for h in _sorted_hcas(p))
-    if args and args[0] in ("-p", "--port_list"):
-        return "".join(h.port_guid + "\n" for h in _sorted_hcas(p))
-    if any(a.startswith("-") for a in args) or len(args) > 2:
-        raise ToolExit(255, "", "Usage: ibstat [-d(ebug) -l(ist_of_cas) -s(hort) -p(ort_list) "
-                            "-V(ersion)] <ca_name> [portnum]\n")
-    ca = args[0] if args else None
-    port = int(args[1]) if len(args) > 1 and args[1].isdigit() else None
-    try:
-        return ibstat(p, ca, port)
-    except LookupError:
-        raise ToolExit(255, "", f"ibpanic: [{os.getpid()}] main: stat of IB device '{ca}' failed: "
-                             "No such file or directory\n") from None
-
-
-def _cli_ibv_devinfo(p: Profile, args: list[str]) -> str:
-    device: str | None = None
-    i = 0
-    while i < len(args):
-        a = args[i]
-        if a in ("-l", "--list"):
-            names = [h.ca for h in _sorted_hcas(p)]
-            return f"{len(names)} HCAs found:\n" + "".join(f"\t{n}\n" for n in names)
-        if a in ("-d", "--ib-dev") or a.startswith("--ib-dev="):
-            if "=" in a:
-                device, i = a.split("=", 1)[1], i + 1
-            elif i + 1 < len(args):
-                device, i = args[i + 1], i + 2
-            else:
-                raise ToolExit(1, "", "ibv_devinfo: option requires an argument -- 'd'\n")
-        else:
-            raise ToolExit(1, "", f"ibv_devinfo: unrecognized option '{a}'\n")
-    try:
-        return ibv_devinfo(p, device)
-    except LookupError:
-        raise ToolExit(255, "", f"IB device '{device}' wasn't found\n") from None
-
-
-def _dmi_usage_error(kind: str, bad: str, valid: list[str]) -> ToolExit:
-    return ToolExit(2, "", f"Invalid {kind} keyword: {bad}\nValid {kind} keywords are:\n"
-                        + "".join(f"  {v}\n" for v in valid))
-
-
-def _cli_dmidecode(p: Profile, args: list[str]) -> str:
-    if not args:
-        return dmidecode(p)
-    a = args[0]
-    value = args[1] if len(args) > 1 else None
-    if a.startswith("--type=") or a.startswith("--string="):
-        a, value = a.split("=", 1)
-    if a in ("-t", "--type"):
-        if value is None:
-            raise ToolExit(2, "", "dmidecode: option requires an argument -- 't'\n")
-        try:
-            return dmidecode(p, value)
-        except ValueError:
-            raise _dmi_usage_error("type", value, list(_DMI_TYPE_KEYWORDS)) from None
-    if a in ("-s", "--string"):
-        if value is None:
-            raise ToolExit(2, "", "dmidecode: option requires an argument -- 's'\n")
-        try:
-            return dmidecode_string(p, value)
-        except ValueError:
-            raise _dmi_usage_error("string", value, list(_DMI_STRING_KEYWORDS)) from None
-    if a in ("-V", "--version"):
-        return DMIDECODE_VERSION + "\n"
-    raise ToolExit(2, "", f"dmidecode: unrecognized option '{a}'\n")
-
-
-def _cli_dmesg(p: Profile, args: list[str]) -> str:
-    for a in args:
-        if a in ("--nopager", "-P"):
-            continue
-        if a.startswith("--"):
-            msg = f"dmesg: unrecognized option '{a}'\n"
-        else:
-            msg = f"dmesg: invalid option -- '{a.lstrip('-')[:1]}'\n"
-        raise ToolExit(1, "", msg + "Try 'dmesg --help' for more information.\n")
-    return dmesg(p)
-
-
-def _cli_ibnetdiscover(p: Profile, args: list[str]) -> str:
-    if args:
-        raise ToolExit(1, "", "ibnetdiscover: the lab emulates the plain map only, not "
-                              f"{args[0]}\n")
-    return ibnetdiscover(p)
-
-
-TOOLS: dict[str, Callable[[Profile, list[str]], str]] = {
-    "nvidia-smi": _cli_nvidia_smi,
-    "ibnetdiscover": _cli_ibnetdiscover,
-    "ibstat": _cli_ibstat,
-    "ibv_devinfo": _cli_ibv_devinfo,
-    "dmidecode": _cli_dmidecode,
-    "dmesg": _cli_dmesg,
+TOOLS: dict[str, Tool] = {
+    "nvidia-smi": _lazy("nvidia_smi_cli", "cli_nvidia_smi"),
+    "ibnetdiscover": _lazy("fabric", "cli_ibnetdiscover"),
+    "ibstat": _lazy("infiniband", "cli_ibstat"),
+    "ibv_devinfo": _lazy("infiniband", "cli_ibv_devinfo"),
+    "dmidecode": _lazy("dmi", "cli_dmidecode"),
+    "dmesg": _lazy("kernel", "cli_dmesg"),
     # What the acceptance stage runs under load.
-    "dcgmi": dcgmi,
-    "all_reduce_perf": all_reduce_perf,
-    "ib_write_bw": ib_write_bw,
+    "dcgmi": _lazy("dcgm", "dcgmi"),
+    "all_reduce_perf": _lazy("nccl_tests", "all_reduce_perf"),
+    "ib_write_bw": _lazy("perftest", "ib_write_bw"),
 }
 
 
-_USAGE = (
-    "usage: hwemu-tool {profile | write-sysfs ROOT | generate HOSTNAME SERIAL SEED [PATH] |\n"
-    "                 inject KIND... | heal | TOOL [ARGS...]}\n"
-    f"tools: {', '.join(TOOLS)}\nfault kinds: {', '.join(FAULTS)}\n"
-)
+def _usage() -> str:
+    from .faults import FAULTS
+
+    return ("usage: hwemu-tool {profile | write-sysfs ROOT | generate HOSTNAME SERIAL SEED "
+            "[PATH] |\n                 inject KIND... | heal | TOOL [ARGS...]}\n"
+            f"tools: {', '.join(TOOLS)}\nfault kinds: {', '.join(FAULTS)}\n")
 
 
 # dpkg's database, and where the driver read from it is kept: every tool call needs the
@@ -306,11 +118,16 @@ def _run_tool(name: str, args: list[str]) -> int:
 
 def _run_subcommand(args: list[str]) -> int:
     if not args or args[0] in ("-h", "--help"):
-        sys.stdout.write(_USAGE)
+        sys.stdout.write(_usage())
         return 0 if args else 2
     cmd, rest = args[0], args[1:]
     if cmd in TOOLS:
         return _run_tool(cmd, rest)
+    # The subcommands set a host up: their modules are imported here, not by every tool call.
+    from .faults import heal, inject
+    from .generate import generate_profile
+    from .kernel import write_sysfs
+
     try:
         if cmd == "profile" and not rest:
             sys.stdout.write(load_profile().to_json())
@@ -337,7 +154,7 @@ def _run_subcommand(args: list[str]) -> int:
     except (OSError, ValueError) as exc:
         sys.stderr.write(f"hwemu: {exc}\n")
         return 1
-    sys.stderr.write(_USAGE)
+    sys.stderr.write(_usage())
     return 2
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .command import ToolExit
 from .profile import Profile
 
 DMIDECODE_VERSION = "3.4"
@@ -169,3 +170,34 @@ def dmidecode_string(p: Profile, keyword: str) -> str:
     if keyword not in _DMI_STRING_KEYWORDS:
         raise ValueError(keyword)
     return values.get(keyword, "Not Specified") + "\n"
+
+
+def _dmi_usage_error(kind: str, bad: str, valid: list[str]) -> ToolExit:
+    return ToolExit(2, "", f"Invalid {kind} keyword: {bad}\nValid {kind} keywords are:\n"
+                        + "".join(f"  {v}\n" for v in valid))
+
+
+def cli_dmidecode(p: Profile, args: list[str]) -> str:
+    if not args:
+        return dmidecode(p)
+    a = args[0]
+    value = args[1] if len(args) > 1 else None
+    if a.startswith("--type=") or a.startswith("--string="):
+        a, value = a.split("=", 1)
+    if a in ("-t", "--type"):
+        if value is None:
+            raise ToolExit(2, "", "dmidecode: option requires an argument -- 't'\n")
+        try:
+            return dmidecode(p, value)
+        except ValueError:
+            raise _dmi_usage_error("type", value, list(_DMI_TYPE_KEYWORDS)) from None
+    if a in ("-s", "--string"):
+        if value is None:
+            raise ToolExit(2, "", "dmidecode: option requires an argument -- 's'\n")
+        try:
+            return dmidecode_string(p, value)
+        except ValueError:
+            raise _dmi_usage_error("string", value, list(_DMI_STRING_KEYWORDS)) from None
+    if a in ("-V", "--version"):
+        return DMIDECODE_VERSION + "\n"
+    raise ToolExit(2, "", f"dmidecode: unrecognized option '{a}'\n")

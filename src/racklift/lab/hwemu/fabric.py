@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 
+from .command import ToolExit
 from .profile import HCAPort, Profile
 
 SWITCH_LID_BASE = 70
@@ -56,3 +57,10 @@ def _ca_port(h: HCAPort, switch_lid: int) -> str:
     return (f'[{h.port}]({_hex(h.port_guid)}) \t"S-{_hex(switch_guid(h.peer_switch))}"'
             f'[{h.peer_port}]\t\t# lid {h.base_lid} lmc {h.lmc} "{switch_desc(h.peer_switch)}" '
             f"lid {switch_lid} {h.link_width}{h.link_speed}")
+
+
+def cli_ibnetdiscover(p: Profile, args: list[str]) -> str:
+    if args:
+        raise ToolExit(1, "", "ibnetdiscover: the lab emulates the plain map only, not "
+                              f"{args[0]}\n")
+    return ibnetdiscover(p)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+
+from .command import ToolExit
 from .profile import HCAPort, Profile, _hca
 
 _IB_STATE = {"Down": 1, "Initializing": 2, "Armed": 3, "Active": 4}
@@ -114,3 +117,43 @@ def ibv_devinfo(p: Profile, device: str | None = None) -> str:
 def _ib_rate_sysfs(rate: int) -> str:
     name = _IB_RATE_NAME.get(rate)
     return f"{rate} Gb/sec ({name})" if name else f"{rate} Gb/sec"
+
+
+def cli_ibstat(p: Profile, args: list[str]) -> str:
+    if args and args[0] in ("-l", "--list_of_cas"):
+        return "".join(h.ca + "\n" for h in _sorted_hcas(p))
+    if args and args[0] in ("-p", "--port_list"):
+        return "".join(h.port_guid + "\n" for h in _sorted_hcas(p))
+    if any(a.startswith("-") for a in args) or len(args) > 2:
+        raise ToolExit(255, "", "Usage: ibstat [-d(ebug) -l(ist_of_cas) -s(hort) -p(ort_list) "
+                            "-V(ersion)] <ca_name> [portnum]\n")
+    ca = args[0] if args else None
+    port = int(args[1]) if len(args) > 1 and args[1].isdigit() else None
+    try:
+        return ibstat(p, ca, port)
+    except LookupError:
+        raise ToolExit(255, "", f"ibpanic: [{os.getpid()}] main: stat of IB device '{ca}' failed: "
+                             "No such file or directory\n") from None
+
+
+def cli_ibv_devinfo(p: Profile, args: list[str]) -> str:
+    device: str | None = None
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in ("-l", "--list"):
+            names = [h.ca for h in _sorted_hcas(p)]
+            return f"{len(names)} HCAs found:\n" + "".join(f"\t{n}\n" for n in names)
+        if a in ("-d", "--ib-dev") or a.startswith("--ib-dev="):
+            if "=" in a:
+                device, i = a.split("=", 1)[1], i + 1
+            elif i + 1 < len(args):
+                device, i = args[i + 1], i + 2
+            else:
+                raise ToolExit(1, "", "ibv_devinfo: option requires an argument -- 'd'\n")
+        else:
+            raise ToolExit(1, "", f"ibv_devinfo: unrecognized option '{a}'\n")
+    try:
+        return ibv_devinfo(p, device)
+    except LookupError:
+        raise ToolExit(255, "", f"IB device '{device}' wasn't found\n") from None

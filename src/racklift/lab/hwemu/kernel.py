@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 
+from .command import ToolExit
 from .infiniband import _IB_PHYS, _IB_STATE, _IB_STATE_SYSFS, _guid_colon, _ib_rate_sysfs
 from .profile import Profile
 
@@ -80,3 +81,15 @@ def write_sysfs(p: Profile, root: str) -> list[str]:
             fh.write(content)
         written.append(path)
     return written
+
+
+def cli_dmesg(p: Profile, args: list[str]) -> str:
+    for a in args:
+        if a in ("--nopager", "-P"):
+            continue
+        if a.startswith("--"):
+            msg = f"dmesg: unrecognized option '{a}'\n"
+        else:
+            msg = f"dmesg: invalid option -- '{a.lstrip('-')[:1]}'\n"
+        raise ToolExit(1, "", msg + "Try 'dmesg --help' for more information.\n")
+    return dmesg(p)

@@ -23,11 +23,11 @@ from racklift.ansible import HostEvent, failure_text
 # collect.yml's task names: the direct collector's progress events and failures name the same.
 COLLECT_TASK = "Run the collector on the host"
 CONTAINER_CHECK_TASK = "Run the container check on the host"
-# stdout is kept up to the caller's limit plus one byte (host_bundle refuses what is over it and
-# says so); stderr up to this. The rest is read and dropped.
+# stdout past the caller's limit fails the host and its client is killed; stderr is kept up to
+# this, the rest read and dropped.
 STDERR_LIMIT = 64 * 1024
-# Many ssh clients at once cost the controller little (a few MiB each): the limit keeps file
-# descriptors and the hosts' sshd start-up rate in bounds, not CPU.
+# Many ssh clients at once cost the controller little (a few MiB each): the limit keeps their
+# pipes (three each) well inside the default of 1,024 open files.
 CONCURRENCY = 128
 # A host whose collection takes longer than this fails (nvidia-smi -q -x on 8 GPUs: seconds).
 TIMEOUT = 600.0

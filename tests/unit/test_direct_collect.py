@@ -7,10 +7,14 @@ limits are tried on real processes and pipes in a second or two."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 
 import pytest
 
+from helpers import REPO
 from racklift.ansible import HostEvent
 from racklift.verify import gate as verify_gate
 from racklift.verify.direct_collect import (
@@ -174,3 +178,21 @@ def test_many_hosts_at_once_each_get_their_own_outcome():
     assert sorted(got) == sorted(targets)
     assert all(isinstance(got[f"gpu-{n:02}"], Collected) for n in range(1, 21))
     assert got["gpu-99"] == "unreachable: ssh failed"
+
+
+def test_one_hosts_unreadable_vars_fail_that_host_and_the_others_are_reached(tmp_path):
+    # Ansible itself resolves the vars (python -m racklift.verify.reach, as gate.collect runs
+    # it); planted: a host whose address templates an undefined variable.
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  hosts:\n    good: {ansible_host: 10.0.0.1, ansible_user: root}\n"
+                         "    bad: {ansible_host: '{{ no_such_var }}'}\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "racklift.verify.reach"], input='{"hosts": ["good", "bad"]}',
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+        env={**os.environ, "ANSIBLE_INVENTORY": str(inventory),
+             "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")})
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["good"]["ssh"][-2:] == ["--", "10.0.0.1"] and "User=root" in got["good"]["ssh"]
+    assert got["bad"] == {"error": "its connection settings could not be read: "
+                                   "AnsibleUndefinedVariable: 'no_such_var' is undefined"}

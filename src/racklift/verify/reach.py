@@ -122,17 +122,19 @@ def resolve(names: list[str], extravars: Mapping[str, Any]) -> dict[str, dict[st
         def value(raw: Any, templar: Any = templar) -> Any:
             return templar.template(raw) if isinstance(raw, str) else raw
 
-        options = {opt: value(C.config.get_config_value(
-            opt, plugin_type="connection", plugin_name="ssh", variables=hostvars))
-            for opt in SSH_OPTIONS + ANSIBLE_ONLY}
-        wanted = {key: value(hostvars.get(key)) for key in
-                  ("ansible_connection", "racklift_sysfs_root", "racklift_desired")}
+        # One host's vars (an undefined variable, a Vault value that will not decrypt) never
+        # end the others' collection. Only the entry leaves this process: a password option is
+        # templated to see whether it is set, never printed.
         try:
+            options = {opt: value(C.config.get_config_value(
+                opt, plugin_type="connection", plugin_name="ssh", variables=hostvars))
+                for opt in SSH_OPTIONS + ANSIBLE_ONLY}
+            wanted = {key: value(hostvars.get(key)) for key in
+                      ("ansible_connection", "racklift_sysfs_root", "racklift_desired")}
             out[name] = target(wanted, options)
-        except Exception as exc:  # one host's vars never end the others' collection
+        except Exception as exc:
             out[name] = {"error": f"its connection settings could not be read: "
                                   f"{type(exc).__name__}: {exc}"[:300]}
-        # Only the entry leaves this process; the password option is never printed.
     return out
 
 

@@ -56,6 +56,25 @@ def test_with_no_hosts_no_script_is_served() -> None:
     assert [where for where in locations if "ipxe/" in where] == ["/ipxe/"]
 
 
+def test_stale_paths_are_hosts_files_and_never_the_installer_media() -> None:
+    """The stale cleanup's choice over what the server holds: node-01 is still installed,
+    node-02 only boots its disk now, node-09 is gone; installer/debian-12/ holds published
+    media, which find never lists (it holds no host's files) and the filter never names."""
+    root, api = "/srv/racklift/boot", "/var/lib/racklift/boot"
+    hosts = [{**HOSTS[0], "deploy": True, "method": "installer",
+              "installer": {"ipxe": "#!ipxe\n", "files": {"preseed.cfg": "x"}}},
+             {**HOSTS[1], "deploy": False}]
+    present = [f"{root}/ipxe/52:54:00:90:00:11.ipxe", f"{root}/ipxe/52:54:00:90:00:12.ipxe",
+               f"{root}/ipxe/52:54:00:90:00:19.ipxe", f"{api}/hosts/node-09.json",
+               f"{root}/installer/node-01/preseed.cfg", f"{root}/installer/node-01/user-data",
+               f"{root}/installer/node-02/preseed.cfg", f"{root}/installer/node-09/meta-data",
+               f"{root}/installer/node-09/user-data"]
+    assert filters.boot_server_stale_paths(present, hosts, root, api) == [
+        f"{root}/installer/node-01/user-data",  # node-01's dir stays: it is still installed
+        f"{root}/installer/node-02", f"{root}/installer/node-09",
+        f"{root}/ipxe/52:54:00:90:00:19.ipxe", f"{api}/hosts/node-09.json"]
+
+
 def test_release_paths_are_each_hosts_script_and_deploy_data() -> None:
     assert filters.boot_server_release_paths(HOSTS, "/srv/http", "/var/api") == [
         "/srv/http/ipxe/52:54:00:90:00:11.ipxe", "/srv/http/ipxe/52:54:00:90:00:12.ipxe",

@@ -156,6 +156,25 @@ def boot_server_wanted_paths(hosts: list[dict[str, Any]], http_root: str,
     return sorted(set(wanted))
 
 
+def boot_server_stale_paths(present: list[str], hosts: list[dict[str, Any]], http_root: str,
+                            api_data: str) -> list[str]:
+    """What to remove of `present` (the iPXE scripts, deploy data and per-host installer files
+    on the server): each path no host wants, and a host's whole installer directory when no
+    host wants it. installer/<os>/ (published installer media, which holds no host's
+    installer files) is never among them."""
+    wanted = set(boot_server_wanted_paths(hosts, http_root, api_data))
+    stale = set()
+    for path in present:
+        if path in wanted:
+            continue
+        directory = path.rsplit("/", 1)[0]
+        if directory.startswith(f"{http_root}/installer/") and directory not in wanted:
+            stale.add(directory)
+        else:
+            stale.add(path)
+    return sorted(stale)
+
+
 def boot_server_release_problems(hosts: list[dict[str, Any]]) -> list[str]:
     """What is wrong with boot_server_release_hosts (tasks/release.yml): their names and MACs
     become paths, so each must be a plain device name and a MAC."""
@@ -198,6 +217,7 @@ class FilterModule:
             "boot_server_image_deploys": boot_server_image_deploys,
             "boot_server_installer_files": boot_server_installer_files,
             "boot_server_wanted_paths": boot_server_wanted_paths,
+            "boot_server_stale_paths": boot_server_stale_paths,
             "boot_server_release_problems": boot_server_release_problems,
             "boot_server_release_paths": boot_server_release_paths,
         }

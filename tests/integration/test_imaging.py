@@ -9,8 +9,9 @@ NetBox records are complete for the pipeline's preflight. Failure cases, each a 
 and `failed` in NetBox: a wrong BMC password (a host var from an extra inventory source), a BMC
 that does not answer (the OOB IP moved to an address where nothing listens), a NIC whose MAC is
 not NetBox's (short DHCP timeout), a corrupted image (ImagingOptions.images: for one host a
-truncated copy of the image, under another build id, with the real image's checksum). At most
-two VMs boot at once (2 cores)."""
+truncated copy of the image, under another build id, with the real image's checksum). One VM
+boots Debian's own installer instead (its os_image installer-debian-12). At most two VMs boot
+at once (2 cores)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from racklift import podman
 from racklift.imaging import deploy_data, diskimage
 from racklift.lab import hosts as lab_hosts
 from racklift.lab import vrack
@@ -241,8 +243,58 @@ def test_reimage_gives_a_new_boot_id_and_a_corrupted_image_is_refused(netbox, ra
     assert vrack.domains(RACK)[corrupt_vm.name] == "shut off"  # the ramdisk powered it off
 
 
+INSTALL_SECONDS = 300
+
+
+def test_the_debian_installer_boots_from_the_boot_server_and_reaches_the_mirror(netbox, rack,
+                                                                                runs):
+    """vm 2's NetBox record asks for Debian's own installer (os_image installer-debian-12): the
+    stage serves Debian's netboot installer and the preseed rendered from NetBox's data, powers
+    the VM on to the network, and the installer boots, fetches its preseed and asks the Debian
+    mirror for the release through the rack's uplink, as the preseed's proxy says.
+
+    It cannot finish here: this machine's Debian mirror answers 404 for most of the installer's
+    own packages (udebs: 290 of the 439 bookworm's installer index lists, apt-mirror-setup among
+    them), so the installer stops at its first download and the stage ends the install at its
+    timeout, failing the host alone and powering it off. A complete install (the installer's
+    power-off, the disk booted, the nonce and marker read over SSH) is the unit tier's
+    (test_image_stage.py), with Ansible and the BMC stood in for."""
+    vm = rack.vms[1]
+    device = _device(netbox, vm.name)
+    netbox.update("dcim/devices", [{"id": device["id"], "local_context_data": {
+        "racklift": {"os_image": "installer-debian-12"}}}])
+    options = imaging.ImagingOptions(
+        timeouts=image_plan.Timeouts(dhcp=120, install=INSTALL_SECONDS, ssh=300),
+        extravars=OPTIONS.extravars)
+    try:
+        result, _ = _run(netbox, [vm.name], Options(REIMAGE, reason="installer test",
+                                                    until="image"), options, runs=runs)
+    finally:
+        netbox.update("dcim/devices", [{"id": device["id"],
+                                        "local_context_data": device["local_context_data"]}])
+    console = vrack.console_log(RACK, vm.name).read_text(errors="replace")
+    (host,) = result.hosts
+    assert host.result == FAILED, (host.error, console[-3000:])
+    assert host.error.startswith(f"the debian-12 installer did not finish within "
+                                 f"{INSTALL_SECONDS} s of the DHCP request"), host.error
+    _failed_in_netbox(netbox, vm.name, host.error)
+    assert vrack.domains(RACK)[vm.name] == "shut off"
+    # The boot server served the installer and this host's preseed to the host's address.
+    served = _ssh(str(RACK.gateway), "cat /var/log/nginx/access.log").stdout
+    for path in ("installer/debian-12/linux", "installer/debian-12/initrd.gz",
+                 f"installer/{vm.name}/preseed.cfg"):
+        assert re.search(rf"^{re.escape(vm.address)} .*\"GET /{re.escape(path)} HTTP/1\.[01]\" "
+                         "200 ", served, re.MULTILINE), (path, served[-2000:], console[-3000:])
+    # The installer, configured by the preseed (static address, mirror, proxy), asked the
+    # mirror for the release through the rack's only way out.
+    uplink = (vrack.vrack_dir(RACK) / "uplink.log").read_text(errors="replace")
+    release = f"GET {podman.DEBIAN_MIRROR}/dists/{podman.DEBIAN_SUITE}/"
+    assert re.search(rf"{re.escape(release)}(In)?Release ", uplink), (uplink[-2000:],
+                                                                      console[-3000:])
+
+
 def test_no_secret_in_run_directories_or_output(rack, tokens, runs):
-    assert len(runs) == 2 and len(tokens) >= 3
+    assert len(runs) == 3 and len(tokens) >= 3
     secrets = [vrack.bmc_password(RACK), WRONG_PASSWORD, *tokens]
     for result, lines in runs:
         files = [p for p in Path(result.run_dir).rglob("*") if p.is_file()]

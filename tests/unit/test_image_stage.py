@@ -4,6 +4,7 @@ deployed host shows over SSH), and how the stage ends, with playbooks and BMCs s
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -60,8 +61,11 @@ def test_the_os_image_comes_from_the_desired_state_with_its_one_default() -> Non
     assert imaging.image_problem(host(), IMAGE) is None
     assert imaging.image_problem(host(os_image="ubuntu"), IMAGE) == (
         f"{emulated.PLAN.name}: racklift.os_image is 'ubuntu' but racklift deploys images it "
-        f"builds ('{diskimage.IMAGE_NAME}'): set os_image to '{diskimage.IMAGE_NAME}' in the "
-        "host's config context")
+        f"builds ('{diskimage.IMAGE_NAME}') or installs with an OS's installer "
+        "('installer-debian-12', 'installer-ubuntu-22.04', 'installer-ubuntu-24.04'): set "
+        "os_image to one of them in the host's config context")
+    # An OS installer racklift runs is an image too (its marker's name).
+    assert imaging.image_problem(host(os_image="installer-debian-12"), IMAGE) is None
 
 
 def test_the_dhcp_wait_is_the_device_types_boot_timeout_unless_the_run_sets_one() -> None:
@@ -125,6 +129,7 @@ def test_an_image_marker_that_is_not_an_object_is_unreadable(stdout):
 
 NONCE = "5e" * 16
 MARKER = f'{{"name": "{IMAGE.name}", "build_id": "{IMAGE.build_id}"}}\n'
+MARKER_OF_IMAGE = imaging.image_marker(IMAGE)
 
 
 def test_the_check_reads_boot_id_nonce_and_marker_in_their_order() -> None:
@@ -136,7 +141,7 @@ def test_the_check_reads_boot_id_nonce_and_marker_in_their_order() -> None:
 
 def test_this_deploys_disk_passes_the_check() -> None:
     found = imaging.parse_check(f"{BOOT_ID}\n{NONCE}\n{MARKER}")
-    assert imaging.check_error("gpu-01", IMAGE, NONCE, found, {"old-boot-id"}) is None
+    assert imaging.check_error("gpu-01", MARKER_OF_IMAGE, NONCE, found, {"old-boot-id"}) is None
 
 
 @pytest.mark.parametrize(("nonce_line", "state"), [
@@ -147,11 +152,11 @@ def test_an_older_disk_of_the_same_image_is_refused_naming_the_host(nonce_line, 
     """Planted: the host reboots (a new boot id) into a disk with the same image marker, which
     this deploy's ramdisk did not write: all the check had before."""
     found = imaging.parse_check(f"{BOOT_ID}\n{nonce_line}\n{MARKER}")
-    why = imaging.check_error("gpu-01", IMAGE, NONCE, found, {"old-boot-id"})
+    why = imaging.check_error("gpu-01", MARKER_OF_IMAGE, NONCE, found, {"old-boot-id"})
     assert why == (f"gpu-01: the deploy nonce in /etc/racklift/deploy-nonce is {state}: the "
-                   "disk that booted is not the one this deploy's ramdisk wrote (an older disk "
-                   "with the same image, or another machine at its address): check its boot "
-                   "order and its disks")
+                   "disk that booted is not the one this deploy wrote (an older disk with the "
+                   "same image, or another machine at its address): check its boot order and "
+                   "its disks")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -259,3 +264,132 @@ def test_however_the_stage_ends_no_boot_server_keeps_its_tokens(monkeypatch, tmp
         assert not [c for c in calls[first_release:] if c[0] in ("disk boot", "power off")]
     assert ansible.tokens and not [t for t in ansible.tokens
                                    if t in json.dumps(ansible.release_vars) + "\n".join(lines)]
+
+
+# ---------------------------------------------------------------------------------------------
+# An OS installer instead of the image: the stage's whole path, Ansible and the BMCs stood in for.
+
+PROXY = "http://10.90.0.1:3142"
+
+
+class _InstallBmc(_Bmc):
+    """A BMC whose host is on for `on_reads` power state reads, then off (the installer's end;
+    never, with None)."""
+
+    def __init__(self, host: str, calls: list[tuple[str, ...]], on_reads: int | None) -> None:
+        super().__init__(host, calls)
+        self.on_reads = on_reads
+
+    def power_state(self) -> str:
+        self.calls.append(("power state", self.host))
+        reads = sum(1 for c in self.calls if c == ("power state", self.host))
+        return "On" if self.on_reads is None or reads <= self.on_reads else "Off"
+
+    def power_on(self) -> None:
+        self.calls.append(("power on", self.host))
+
+
+class _InstallAnsible:
+    """image_boot.yml keeps what the boot server was given; image_wait.yml sees each host's DHCP
+    request; image_check.yml answers with the nonce the installer's late command writes."""
+
+    def __init__(self) -> None:
+        self.served: list[dict[str, Any]] = []
+        self.playbooks: list[str] = []
+
+    def __call__(self, name: str, hosts: list[str], settings: Any, env: Any, *,
+                 artifacts: Path, ident: str, extravars: dict[str, Any], on_event: Any,
+                 capture: tuple[str, ...]) -> PlaybookResult:
+        self.playbooks.append(name)
+        captured: dict[str, dict[str, Any]] = {}
+        if name == "image_boot.yml":
+            self.served.append(json.loads(Path(extravars["racklift_image_vars_file"]).read_text()))
+            on_event(HostEvent(hosts[0], "ok", imaging.FACTS_TASK))
+            captured[hosts[0]] = {imaging.FACTS_TASK: {"ansible_facts": {
+                "ansible_date_time": {"epoch": "1796150722"}}}}
+        elif name == "image_wait.yml":
+            wanted = extravars["racklift_image_wait"]["hosts"]
+            assert all("token_sha256" not in h for h in wanted)  # installs have no token
+            answer = {"hosts": {h["name"]: {"at": h["since"] + 5, "report": None}
+                                for h in wanted}, "ignored": []}
+            captured[hosts[0]] = {imaging.WAIT_TASK: {"stdout": json.dumps(answer)}}
+        elif name == "image_check.yml":
+            for host_name in hosts:
+                captured[host_name] = {imaging.CHECK_TASK: {"stdout": self.installed(host_name)}}
+        return PlaybookResult(0, ok=frozenset(hosts), captured=captured)
+
+    def installed(self, host_name: str) -> str:
+        """What the installed disk holds: the late command's files, run as the installer would."""
+        (entry,) = [h for served in self.served for h in served["boot_server_hosts"]
+                    if h["name"] == host_name]
+        preseed = entry["installer"]["files"]["preseed.cfg"]
+        blob = preseed.split("echo ", 1)[1].split(" ", 1)[0]
+        script = base64.b64decode(blob).decode()
+        nonce = script.split("echo ", 1)[1].split(" ", 1)[0]
+        marker = script.split("image.json <<'RACKLIFT_MARKER'\n", 1)[1].split("\n", 1)[0]
+        return f"new-boot-id\n{nonce}\n{marker}\n"
+
+
+def _install(monkeypatch, tmp_path, on_reads: int | None, install: float = 60.0):
+    calls: list[tuple[str, ...]] = []
+    ansible = _InstallAnsible()
+    media = tmp_path / "media"
+    media.mkdir()
+    for name in ("linux", "initrd.gz"):
+        (media / name).write_bytes(b"stand-in")
+    monkeypatch.setitem(imaging.installer.PACKAGED_MEDIA, "debian-12",
+                        (media, ("linux", "initrd.gz"), "debian-installer-12-netboot-amd64"))
+    monkeypatch.setattr(imaging, "INSTALL_POLL", 0.01)
+    monkeypatch.setattr(imaging, "run_playbook", ansible)
+    monkeypatch.setattr(imaging, "client_for",
+                        lambda host, oob_ip, hostvars: _InstallBmc(host, calls, on_reads))
+    monkeypatch.setattr(imaging.ramdisk, "build", lambda image: ramdisk.Ramdisk(
+        "0123456789abcdef", tmp_path, "6.1", image.build_id, 1, 0.0, True))
+    installs = [replace(t, installer="debian-12",
+                        hostvars={**t.hostvars, "racklift_installer_proxy": PROXY})
+                for t in _targets()[:1]]
+    monkeypatch.setattr(imaging, "_resolve", lambda run, hosts, image: (installs, SERVERS))
+    monkeypatch.setattr(imaging, "_hostvars", lambda run, live, ident: (live, {}))
+    recorded: list[Any] = []
+    monkeypatch.setattr(imaging, "apply", lambda netbox, updates: recorded.extend(updates))
+    lines: list[str] = []
+    errors = imaging.image_hosts(
+        SimpleNamespace(settings=None), [t.host for t in installs], tmp_path,
+        Progress(lines.append), imaging.ImagingOptions(
+            image=IMAGE, timeouts=image_plan.Timeouts(install=install)))
+    return errors, calls, ansible, recorded, lines
+
+
+def test_an_installed_host_is_seen_off_then_boots_its_disk_and_shows_this_installs_nonce(
+        monkeypatch, tmp_path) -> None:
+    errors, calls, ansible, recorded, lines = _install(monkeypatch, tmp_path, on_reads=2)
+    assert errors == {"gpu-01": None}
+    (served,) = ansible.served
+    (entry,) = served["boot_server_hosts"]
+    assert entry["method"] == "installer" and "token" not in entry
+    preseed = entry["installer"]["files"]["preseed.cfg"]
+    assert f"d-i mirror/http/proxy string {PROXY}\n" in preseed
+    assert {f["dest"] for f in served["boot_server_files"]} >= {
+        "installer/debian-12/linux", "installer/debian-12/initrd.gz"}
+    # Off after the install, then the disk, then on: in this order, and never a power off.
+    bmc = [c[0] for c in calls]
+    assert bmc[bmc.index("power state", bmc.index("network boot")):] == [
+        "power state", "power state", "power state", "disk boot", "power on"]
+    assert ansible.playbooks == ["image_boot.yml", "image_wait.yml", "image_check.yml",
+                                 "image_release.yml"]
+    (update,) = recorded
+    assert update.fields[imaging.IMAGE_FIELD].startswith("installer-debian-12 ")
+    assert any("gpu-01: the debian-12 installer finished and powered it off" in line
+               for line in lines)
+
+
+def test_an_install_that_never_ends_fails_its_host_which_is_powered_off(monkeypatch,
+                                                                        tmp_path) -> None:
+    errors, calls, ansible, recorded, _ = _install(monkeypatch, tmp_path, on_reads=None,
+                                                   install=0.05)
+    assert errors["gpu-01"].startswith("the debian-12 installer did not finish within 0 s of "
+                                       "the DHCP request")
+    assert ("power off", "gpu-01") in calls and ("power on", "gpu-01") not in calls
+    assert "image_check.yml" not in ansible.playbooks
+    assert ansible.playbooks[-1] == "image_release.yml"
+    assert recorded == []

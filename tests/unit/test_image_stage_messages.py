@@ -81,13 +81,14 @@ def test_errors_name_what_to_check():
     assert imaging.report_error(target, ok, 1) is None
     assert imaging.ramdisk_boot_id(ok) == boot_id
     nonce = "5e" * 16
+    marker = imaging.image_marker(image)
     found = imaging.parse_check(f'b1\n{nonce}\n{{"name": "debian12", "build_id": '
                                 '"0123456789abcdef"}\n')
-    assert imaging.check_error("gpu-001", image, nonce, found, {"b0"}) is None
-    assert "did not reboot" in imaging.check_error("gpu-001", image, nonce, found, {"b1"})
+    assert imaging.check_error("gpu-001", marker, nonce, found, {"b0"}) is None
+    assert "did not reboot" in imaging.check_error("gpu-001", marker, nonce, found, {"b1"})
     assert "booted another disk" in imaging.check_error(
-        "gpu-001", image, nonce, found._replace(marker={"name": "x"}), set())
-    assert "gpu-001: the deploy nonce" in imaging.check_error("gpu-001", image, "0f" * 16,
+        "gpu-001", marker, nonce, found._replace(marker={"name": "x"}), set())
+    assert "gpu-001: the deploy nonce" in imaging.check_error("gpu-001", marker, "0f" * 16,
                                                               found, set())
 
 

@@ -8,17 +8,22 @@ import subprocess
 import pytest
 import yaml
 
+from racklift.imaging import installer as installer_module
 from racklift.imaging.deploy_data import DeployDataError, HostDeploy
 from racklift.imaging.installer import (
     InstallerError,
     InstallerSpec,
     boot_server_installer,
     build_id,
+    installer_os,
+    marker_name,
+    packaged_media,
     render_installer,
 )
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE3racklift0test0key0only0for0tests operator@lab"
 SERVER = "http://10.90.0.1"
+NONCE = "0123456789abcdef0123456789abcdef"
 
 
 def host(**changes) -> HostDeploy:
@@ -46,7 +51,7 @@ def late_script(command: str) -> str:
 
 
 def test_debian_preseed_has_what_an_unattended_install_needs():
-    rendered = render_installer(host(), InstallerSpec(os="debian-12"), SERVER)
+    rendered = render_installer(host(), InstallerSpec(os="debian-12"), SERVER, NONCE)
     assert set(rendered.files) == {"preseed.cfg"}
     keys = preseed_keys(rendered.files["preseed.cfg"])
     assert keys["netcfg/get_ipaddress"] == ("string", "10.90.0.42")
@@ -64,13 +69,17 @@ def test_debian_preseed_has_what_an_unattended_install_needs():
                      "partman-partitioning/confirm_write_new_label", "netcfg/confirm_static"):
         assert keys[question] == ("boolean", "true"), question
     assert keys["finish-install/reboot_in_progress"] == ("note", "")
+    # The end of the install is the host powering off (the image stage reads the BMC).
+    assert keys["debian-installer/exit/poweroff"] == ("boolean", "true")
     assert "openssh-server" in keys["pkgsel/include"][1]
+    assert keys["tasksel/first"] == ("multiselect", "ssh-server")
+    assert keys["mirror/http/proxy"] == ("string", "")
     kind, command = keys["preseed/late_command"]
     assert kind == "string" and command.startswith("in-target sh -c ")
 
 
 def test_late_command_writes_keys_and_markers_and_is_valid_shell(tmp_path):
-    rendered = render_installer(host(), InstallerSpec(os="debian-12"), SERVER)
+    rendered = render_installer(host(), InstallerSpec(os="debian-12"), SERVER, NONCE)
     script = late_script(preseed_keys(rendered.files["preseed.cfg"])["preseed/late_command"][1])
     assert KEY in script.splitlines()
     assert rendered.marker["name"] == "installer-debian-12"
@@ -84,10 +93,45 @@ def test_late_command_writes_keys_and_markers_and_is_valid_shell(tmp_path):
     assert json.loads((root / "etc/racklift/image.json").read_text()) == rendered.marker
     assert json.loads((root / "etc/racklift/deploy.json").read_text()) == {
         "host": "gpu-042", "image": "installer-debian-12", "build_id": rendered.marker["build_id"]}
+    assert (root / "etc/racklift/deploy-nonce").read_text() == NONCE + "\n"
+
+
+def test_a_proxy_reaches_the_installer_and_the_installed_apt():
+    proxy = "http://10.90.0.1:3142"
+    debian = render_installer(host(), InstallerSpec(os="debian-12", proxy=proxy), SERVER, NONCE)
+    assert preseed_keys(debian.files["preseed.cfg"])["mirror/http/proxy"] == ("string", proxy)
+    ubuntu = render_installer(host(), InstallerSpec(os="ubuntu-24.04", proxy=proxy), SERVER, NONCE)
+    auto = yaml.safe_load(ubuntu.files["user-data"])["autoinstall"]
+    assert auto["apt"]["proxy"] == proxy
+    assert auto["shutdown"] == "poweroff"
+    assert "proxy" not in yaml.safe_load(render_installer(
+        host(), InstallerSpec(os="ubuntu-24.04"), SERVER, NONCE).files["user-data"])[
+            "autoinstall"]["apt"]
+
+
+def test_os_image_names_pick_the_installer():
+    assert installer_os("installer-debian-12") == "debian-12"
+    assert installer_os("installer-ubuntu-24.04") == "ubuntu-24.04"
+    for image in ("debian12", "installer-centos-7", "installer-", "debian-12"):
+        assert installer_os(image) is None, image
+    assert marker_name("debian-12") == "installer-debian-12"
+
+
+def test_packaged_media_names_the_package_when_missing(monkeypatch, tmp_path):
+    monkeypatch.setitem(installer_module.PACKAGED_MEDIA, "debian-12",
+                        (tmp_path, ("linux", "initrd.gz"), "debian-installer-12-netboot-amd64"))
+    with pytest.raises(InstallerError, match=r"linux, initrd\.gz .*debian-installer-12-netboot"):
+        packaged_media("debian-12")
+    for name in ("linux", "initrd.gz"):
+        (tmp_path / name).write_bytes(b"x")
+    assert packaged_media("debian-12") == [
+        {"src": str(tmp_path / "linux"), "dest": "installer/debian-12/linux"},
+        {"src": str(tmp_path / "initrd.gz"), "dest": "installer/debian-12/initrd.gz"}]
+    assert packaged_media("ubuntu-24.04") == []  # the site publishes Ubuntu's ISO itself
 
 
 def test_debian_ipxe_boots_the_netboot_installer_with_the_preseed_url():
-    rendered = render_installer(host(), InstallerSpec(os="debian-12"), SERVER)
+    rendered = render_installer(host(), InstallerSpec(os="debian-12"), SERVER, NONCE)
     lines = rendered.ipxe.splitlines()
     assert lines[0] == "#!ipxe"
     kernel = next(line for line in lines if line.startswith("kernel "))
@@ -104,7 +148,8 @@ def test_debian_ipxe_boots_the_netboot_installer_with_the_preseed_url():
 @pytest.mark.parametrize("release", ["ubuntu-22.04", "ubuntu-24.04"])
 def test_ubuntu_autoinstall_parses_with_the_required_keys(release):
     rendered = render_installer(
-        host(), InstallerSpec(os=release, mirror="http://mirror.site.example/ubuntu/"), SERVER)
+        host(), InstallerSpec(os=release, mirror="http://mirror.site.example/ubuntu/"), SERVER,
+        NONCE)
     assert set(rendered.files) == {"user-data", "meta-data"}
     assert rendered.files["user-data"].startswith("#cloud-config\n")
     auto = yaml.safe_load(rendered.files["user-data"])["autoinstall"]
@@ -127,7 +172,7 @@ def test_ubuntu_autoinstall_parses_with_the_required_keys(release):
 
 
 def test_ubuntu_ipxe_uses_nocloud_from_the_boot_server():
-    rendered = render_installer(host(), InstallerSpec(os="ubuntu-24.04"), SERVER)
+    rendered = render_installer(host(), InstallerSpec(os="ubuntu-24.04"), SERVER, NONCE)
     kernel = next(line for line in rendered.ipxe.splitlines() if line.startswith("kernel "))
     args = kernel.split()
     assert "autoinstall" in args
@@ -136,26 +181,27 @@ def test_ubuntu_ipxe_uses_nocloud_from_the_boot_server():
 
 
 def test_no_gateway_renders_no_default_route():
-    rendered = render_installer(host(gateway=None), InstallerSpec(os="ubuntu-22.04"), SERVER)
+    rendered = render_installer(host(gateway=None), InstallerSpec(os="ubuntu-22.04"), SERVER, NONCE)
     assert "routes" not in yaml.safe_load(rendered.files["user-data"])["autoinstall"]["network"][
         "ethernets"]["prov0"]
     keys = preseed_keys(render_installer(host(gateway=None), InstallerSpec(os="debian-12"),
-                                         SERVER).files["preseed.cfg"])
+                                         SERVER, NONCE).files["preseed.cfg"])
     assert keys["netcfg/get_gateway"] == ("string", "none")
 
 
 def test_build_id_is_the_recipe_not_the_host():
-    first = render_installer(host(), InstallerSpec(os="debian-12"), SERVER).marker
+    first = render_installer(host(), InstallerSpec(os="debian-12"), SERVER, NONCE).marker
     other = render_installer(host(host="gpu-043", mac="52:54:00:ab:00:43",
                                   address="10.90.0.43/24"),
-                             InstallerSpec(os="debian-12"), SERVER).marker
+                             InstallerSpec(os="debian-12"), SERVER, NONCE).marker
     assert first == other
     assert build_id("debian-12", "http://deb.debian.org/debian") == first["build_id"]
     assert build_id("debian-12", "http://mirror.site.example/debian") != first["build_id"]
 
 
 def test_boot_server_entry_carries_script_and_files():
-    entry = boot_server_installer(host(), InstallerSpec(os="debian-12"), SERVER)
+    entry = boot_server_installer(render_installer(host(), InstallerSpec(os="debian-12"),
+                                                   SERVER, NONCE))
     assert entry["method"] == "installer"
     assert entry["installer"]["ipxe"].startswith("#!ipxe\n")
     assert set(entry["installer"]["files"]) == {"preseed.cfg"}
@@ -171,9 +217,11 @@ def test_boot_server_entry_carries_script_and_files():
     ({}, {"os": "centos-7"}, ["gpu-042", "'os'", "debian-12"]),
     ({}, {"mirror": "ftp://mirror example"}, ["gpu-042", "'mirror'", "http"]),
     ({}, {"kernel_url": "http://x/linux\nshell"}, ["gpu-042", "'kernel_url'"]),
+    ({}, {"proxy": "http://proxy example:3142"}, ["gpu-042", "'proxy'", "http"]),
 ])
 def test_bad_input_names_the_host_and_the_field(changes, spec, words):
     with pytest.raises((InstallerError, DeployDataError)) as error:
-        render_installer(host(**changes), InstallerSpec(**{"os": "debian-12", **spec}), SERVER)
+        render_installer(host(**changes), InstallerSpec(**{"os": "debian-12", **spec}), SERVER,
+                         NONCE)
     for word in words:
         assert word in str(error.value), (word, str(error.value))

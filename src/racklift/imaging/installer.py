@@ -6,7 +6,10 @@ the same rules) render a Debian 12 preseed or an Ubuntu autoinstall (cloud-init 
 serves the result per host (`boot_server_hosts[].method: installer`, `.installer` =
 `boot_server_installer()`): the script as `ipxe/<mac>.ipxe`, the files under
 `installer/<hostname>/`. The installed system carries the racklift markers the image path
-writes (`/etc/racklift/image.json`, `/etc/racklift/deploy.json`), named "installer-<os>".
+writes (`/etc/racklift/image.json`, `/etc/racklift/deploy.json`), named "installer-<os>", and
+the deploy's nonce (`/etc/racklift/deploy-nonce`) the image stage's SSH check reads back. The
+installer powers the host off when it is done: the image stage sees the end of an install as
+the BMC's power state, boots the disk and checks the host over SSH.
 """
 
 from __future__ import annotations
@@ -23,7 +26,15 @@ from typing import Any
 import jinja2
 
 from racklift.errors import RackliftError
-from racklift.imaging.deploy_data import DISK_RE, HOSTNAME_RE, HostDeploy, _check, _keys, _network
+from racklift.imaging.deploy_data import (
+    DISK_RE,
+    HOSTNAME_RE,
+    NONCE_RE,
+    HostDeploy,
+    _check,
+    _keys,
+    _network,
+)
 
 TEMPLATES = Path(__file__).with_name("installer")
 URL_RE = re.compile(r"^https?://[A-Za-z0-9.:\[\]-]+(/[A-Za-z0-9._~%/+-]*)?$")
@@ -40,6 +51,14 @@ RELEASES = {
     "ubuntu-22.04": Release("ubuntu", "http://archive.ubuntu.com/ubuntu"),
     "ubuntu-24.04": Release("ubuntu", "http://archive.ubuntu.com/ubuntu"),
 }
+MARKER_PREFIX = "installer-"  # the installed system's image name: installer-<os>
+# The netboot installer a controller has from its own distribution's package, published to
+# installer/<os>/ by the image stage: os → (directory, files). Others are the site's to publish
+# (boot_server_files), or named by URL (InstallerSpec.kernel_url, initrd_url).
+PACKAGED_MEDIA = {
+    "debian-12": (Path("/usr/lib/debian-installer/images/12/amd64/text/debian-installer/amd64"),
+                  ("linux", "initrd.gz"), "debian-installer-12-netboot-amd64"),
+}
 
 
 class InstallerError(RackliftError):
@@ -52,6 +71,9 @@ class InstallerSpec:
 
     os: str  # a key of RELEASES
     mirror: str | None = None  # default: the release's archive
+    # An HTTP proxy to that mirror, for the installer and the installed system's apt (a
+    # provisioning network without a route out); None: the mirror is reached directly.
+    proxy: str | None = None
     # The installer's netboot kernel and initrd (Debian: debian-installer-12-netboot-amd64's
     # linux and initrd.gz; Ubuntu: the live server ISO's casper/vmlinuz and initrd) and, for
     # Ubuntu, the ISO itself. Default: installer/<os>/ on the boot server.
@@ -91,9 +113,23 @@ def build_id(os_name: str, mirror: str) -> str:
     return digest.hexdigest()[:16]
 
 
-def render_installer(spec: HostDeploy, installer: InstallerSpec,
-                     boot_server_url: str) -> Rendered:
-    """The iPXE script and installer files for one host, every field checked first."""
+def marker_name(os_name: str) -> str:
+    """The image name an installed system reports (and NetBox's racklift.os_image names)."""
+    return f"{MARKER_PREFIX}{os_name}"
+
+
+def installer_os(image_name: str) -> str | None:
+    """The installer OS an os_image asks for ("installer-debian-12" → "debian-12"); None: an
+    image racklift builds."""
+    if image_name.startswith(MARKER_PREFIX) and image_name[len(MARKER_PREFIX):] in RELEASES:
+        return image_name[len(MARKER_PREFIX):]
+    return None
+
+
+def render_installer(spec: HostDeploy, installer: InstallerSpec, boot_server_url: str,
+                     nonce: str) -> Rendered:
+    """The iPXE script and installer files for one host, every field checked first. `nonce`:
+    this deploy's (deploy_data.new_nonce()), written on the installed disk."""
     host = spec.host if isinstance(spec.host, str) and spec.host else "<unnamed host>"
     _check(host, "host", spec.host, HOSTNAME_RE,
            "use a lowercase DNS label (letters, digits, '-') as the device name")
@@ -109,13 +145,15 @@ def render_installer(spec: HostDeploy, installer: InstallerSpec,
     release = RELEASES[installer.os]
     base = _url(host, "boot_server_url", boot_server_url)
     mirror = _url(host, "mirror", installer.mirror or release.mirror)
+    proxy = _url(host, "proxy", installer.proxy) if installer.proxy else ""
+    nonce = _check(host, "nonce", nonce, NONCE_RE, "use deploy_data.new_nonce()")
     media = f"{base}/installer/{installer.os}"
-    marker = {"name": f"installer-{installer.os}", "build_id": build_id(installer.os, mirror)}
+    marker = {"name": marker_name(installer.os), "build_id": build_id(installer.os, mirror)}
     interface = ipaddress.ip_interface(network["address"])
     context: dict[str, Any] = {
         "host": spec.host, "hostname": hostname, "os": installer.os, "disk": disk,
         "keys": keys, "network": network, "ip": str(interface.ip),
-        "netmask": str(interface.netmask), "mirror": mirror,
+        "netmask": str(interface.netmask), "mirror": mirror, "proxy": proxy, "nonce": nonce,
         "mirror_host": mirror.split("://", 1)[1].split("/", 1)[0],
         "mirror_dir": "/" + mirror.split("://", 1)[1].partition("/")[2],
         "files_url": f"{base}/installer/{spec.host}",
@@ -141,8 +179,20 @@ def render_installer(spec: HostDeploy, installer: InstallerSpec,
     return Rendered(ipxe=ipxe, files=files, marker=marker)
 
 
-def boot_server_installer(spec: HostDeploy, installer: InstallerSpec,
-                          boot_server_url: str) -> dict[str, Any]:
+def boot_server_installer(rendered: Rendered) -> dict[str, Any]:
     """The host's entry fields for the boot_server role's boot_server_hosts."""
-    rendered = render_installer(spec, installer, boot_server_url)
     return {"method": "installer", "installer": {"ipxe": rendered.ipxe, "files": rendered.files}}
+
+
+def packaged_media(os_name: str) -> list[dict[str, str]]:
+    """The installer's kernel and initrd from the controller's package, as boot_server_files
+    entries ([]: none packaged for this OS); RackliftError naming the package when missing."""
+    if os_name not in PACKAGED_MEDIA:
+        return []
+    directory, files, package = PACKAGED_MEDIA[os_name]
+    missing = [name for name in files if not (directory / name).is_file()]
+    if missing:
+        raise InstallerError(f"the {os_name} installer's {', '.join(missing)} is not on this "
+                             f"controller ({directory}): install the Debian package {package}")
+    return [{"src": str(directory / name), "dest": f"installer/{os_name}/{name}"}
+            for name in files]

@@ -79,6 +79,9 @@ def _serve(client: socket.socket, allowed: frozenset[str]) -> None:
             if not chunk or len(head) > HEAD_LIMIT:
                 return
             head += chunk
+        # One line per connection to the log (the first request's line; apt and the Debian
+        # installer open one per host): what the rack's hosts asked the mirror for.
+        print(ascii(head.split(b"\r\n", 1)[0][:300].decode("latin-1")), flush=True)
         try:
             method, host, port = parse_request_head(head)
         except ValueError as exc:

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from racklift.errors import RackliftError
 from racklift.facts.parsers import ParseError, load_json
-from racklift.imaging import diskimage, ramdisk
+from racklift.imaging import diskimage, installer, ramdisk
 from racklift.names import HOSTNAME_HINT, is_hostname
 from racklift.netbox.desired import FIELD_PREFIX
 from racklift.netbox.expected import ExpectedHost, Problem
@@ -40,6 +40,9 @@ class Timeouts:
     # hardware.boot_timeout (its device type's POST).
     dhcp: float | None = None
     deploy: float = 900.0  # DHCP request → the ramdisk's report (streaming the image)
+    # DHCP request → the OS installer powers the host off (racklift.imaging.installer): the
+    # installer downloads and installs every package.
+    install: float = 3600.0
     # Report → SSH answers: the reboot's POST (the longest hardware.boot_timeout of the hosts)
     # and then this, the image's first boot.
     ssh: float = 420.0
@@ -70,10 +73,19 @@ class Target:
     disk: str  # racklift.os_disk
     boot_timeout: float  # hardware.boot_timeout: power-on → DHCP request, the firmware's POST
     hostvars: Mapping[str, Any] = field(default_factory=dict, repr=False)  # BMC credentials
+    # The OS whose installer installs the host (its os_image is installer-<os>); None: the
+    # image is deployed.
+    installer: str | None = None
 
     @property
     def name(self) -> str:
         return self.host.name
+
+    def installer_spec(self) -> installer.InstallerSpec:
+        """The installer's settings from the host's inventory vars (a site's group vars)."""
+        return installer.InstallerSpec(
+            os=str(self.installer), mirror=self.hostvars.get("racklift_installer_mirror"),
+            proxy=self.hostvars.get("racklift_installer_proxy"))
 
 
 @dataclass(frozen=True)
@@ -124,13 +136,14 @@ def imaging_problems(host: ExpectedHost) -> list[Problem]:
 
 
 def image_problem(host: ExpectedHost, image: diskimage.DiskImage) -> str | None:
-    """Whether the host asks for the image racklift deploys (None too where its context does
-    not parse: its problems say so)."""
+    """Whether the host asks for the image racklift deploys or an OS installer racklift runs
+    (None too where its context does not parse: its problems say so)."""
     wanted = host.desired.os_image if host.desired else image.name
-    if wanted != image.name:
+    if wanted != image.name and installer.installer_os(wanted) is None:
+        choices = ", ".join(repr(installer.marker_name(os)) for os in installer.RELEASES)
         return (f"{host.name}: racklift.os_image is {wanted!r} but racklift deploys images it "
-                f"builds ({image.name!r}): set os_image to {image.name!r} in the host's "
-                "config context")
+                f"builds ({image.name!r}) or installs with an OS's installer ({choices}): set "
+                "os_image to one of them in the host's config context")
     return None
 
 
@@ -190,8 +203,10 @@ def authorized_keys(host: str, hostvars: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def boot_vars(server: BootServer, hosts: list[Mapping[str, Any]],
-              images: list[diskimage.DiskImage], disk: ramdisk.Ramdisk) -> dict[str, Any]:
-    """The boot_server role's vars for one imaging run: these hosts deploy, nothing else."""
+              images: list[diskimage.DiskImage], disk: ramdisk.Ramdisk,
+              media: list[Mapping[str, str]] = ()) -> dict[str, Any]:
+    """The boot_server role's vars for one imaging run: these hosts deploy, nothing else;
+    `media`: installer kernels to publish (installer.packaged_media)."""
     return {
         "boot_server_listen_address": server.address,
         "boot_server_dhcp_subnet": server.subnet,
@@ -202,6 +217,7 @@ def boot_vars(server: BootServer, hosts: list[Mapping[str, Any]],
             {"src": str(disk.initrd), "dest": f"{disk.url_path}/initrd.img"},
             *({"src": f"{image.path}{suffix}", "dest": f"{image.url_path}{suffix}"}
               for image in images for suffix in ("", ".sha256")),
+            *media,
         ],
     }
 
@@ -214,6 +230,13 @@ def dhcp_error(target: Target, seconds: float, ignored: list[str]) -> str:
             f"server {target.boot_server} within {seconds:.0f} s of power-on{seen}: check that "
             "the NIC's MAC matches NetBox, that it is cabled to the provisioning network and "
             "that the firmware network-boots from it")
+
+
+def install_error(target: Target, seconds: float) -> str:
+    return (f"the {target.installer} installer did not finish within {seconds:.0f} s of the DHCP "
+            "request (racklift's preseed or autoinstall powers the host off at the end): see the "
+            "host's console, and which installer files it fetched in the boot server's nginx "
+            "access log; an installer waiting on a question shows it there")
 
 
 def report_error(target: Target, report: Any, seconds: float) -> str | None:
@@ -262,13 +285,18 @@ def parse_check(stdout: str) -> Found:
     return Found(boot_id.strip(), nonce.strip(), found)
 
 
-def check_error(host: str, image: diskimage.DiskImage, nonce: str, found: Found,
+def image_marker(image: diskimage.DiskImage) -> dict[str, str]:
+    """The marker (/etc/racklift/image.json) a host deployed with `image` shows."""
+    return {"name": image.name, "build_id": image.build_id}
+
+
+def check_error(host: str, want: Mapping[str, str], nonce: str, found: Found,
                 old_boot_ids: set[str]) -> str | None:
-    """Why what `host` showed is not this deploy (`nonce`: the one its deploy data carried)."""
+    """Why what `host` showed is not this deploy (`want`: the marker's name and build id;
+    `nonce`: the one its deploy data carried)."""
     if found.boot_id in old_boot_ids:
         return (f"SSH answered with boot id {found.boot_id}, the one from before the deploy: "
                 "the host did not reboot into the new image (check its boot order)")
-    want = {"name": image.name, "build_id": image.build_id}
     got = {k: found.marker.get(k) for k in want}
     if got != want:
         return (f"the image marker /etc/racklift/image.json says {got}, not {want}: the host "
@@ -277,6 +305,6 @@ def check_error(host: str, image: diskimage.DiskImage, nonce: str, found: Found,
         # Neither nonce is shown: the host's is its word (any text, any length).
         state = "another deploy's" if found.nonce else "missing"
         return (f"{host}: the deploy nonce in {NONCE_FILE} is {state}: the disk that booted is "
-                "not the one this deploy's ramdisk wrote (an older disk with the same image, or "
-                "another machine at its address): check its boot order and its disks")
+                "not the one this deploy wrote (an older disk with the same image, or another "
+                "machine at its address): check its boot order and its disks")
     return None

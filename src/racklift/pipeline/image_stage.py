@@ -1,6 +1,9 @@
 """The image stage of the pipeline (DESIGN.md step 3): each host PXE-boots racklift's deploy
 ramdisk from its site's boot server, which streams the OS image onto its disk; the host comes
-back on SSH with a new boot id and the image's marker.
+back on SSH with a new boot id and the image's marker. A host whose os_image is
+`installer-<os>` (e.g. installer-debian-12) PXE-boots that OS's own installer instead, with a
+preseed or autoinstall rendered from the same data (racklift.imaging.installer), which powers
+the host off when it is done.
 
 `image_hosts` is the pipeline's ImageStage: host name → error (None: imaged). Per host, with
 a timeout per phase and one clear error each; one host's failure never stops the others:
@@ -15,18 +18,24 @@ a timeout per phase and one clear error each; one host's failure never stops the
    host var `racklift_authorized_keys`), and the boot id of a host that already runs.
 2. A one-time token, a nonce and deploy data per host (racklift.imaging.deploy_data); the
    boot_server role on the boot server (playbooks/image_boot.yml) with only these hosts
-   deploying, the ramdisk and the image (copied when their checksum differs).
+   deploying, the ramdisk and the image (copied when their checksum differs). An installed
+   host gets a nonce and its installer files instead (no token: the installer fetches nothing
+   secret), its mirror and proxy from the host vars racklift_installer_mirror and
+   racklift_installer_proxy, and Debian's netboot installer from the controller's
+   debian-installer-12-netboot-amd64.
 3. Redfish: one-time network boot, then power on (or force restart when on).
 4. On the boot server (playbooks/image_wait.yml): the MAC's DHCP request (timeout: the MAC,
    and MACs the boot server ignored), then the ramdisk's report (failure: its phase and reason).
    Times there are the boot server's own: its journal is compared with its clock only.
+   An installed host: after its DHCP request, Redfish until it is powered off (the installer's
+   end; timeout: Timeouts.install), with a progress note every few minutes.
 5. Redfish: boot from disk again, always (sushy-tools keeps "Once" forever and its VM reboots
    into the network: then a power cycle makes the disk boot take effect). Hosts that failed
    after power-on are powered off, so they do not loop through network boots.
 6. SSH (playbooks/image_check.yml, the inventory's connection, the lab's ProxyCommand): a new
-   boot id, this deploy's nonce on the disk (the ramdisk wrote it: an older disk of the same
-   image has another or none) and the marker (name + build id); NetBox's custom field
-   `racklift_image` records it.
+   boot id, this deploy's nonce on the disk (the ramdisk or the installer wrote it: an older
+   disk of the same image has another or none) and the marker (name + build id); NetBox's
+   custom field `racklift_image` records it. Installed hosts are powered on again first.
 7. However the stage ends, after step 5: each boot server drops the deploy scripts and deploy
    data (tokens, their hashes) of the hosts it was given (playbooks/image_release.yml).
 
@@ -53,7 +62,7 @@ from typing import Any
 from racklift.ansible import HostEvent, PlaybookResult, run_playbook
 from racklift.bmc.redfish import BmcError, client_for
 from racklift.errors import RackliftError
-from racklift.imaging import deploy_data, diskimage, ramdisk
+from racklift.imaging import deploy_data, diskimage, installer, ramdisk
 from racklift.netbox.client import NetBox
 from racklift.netbox.desired import FIELD_PREFIX
 from racklift.netbox.expected import ExpectedHost
@@ -78,8 +87,10 @@ from racklift.pipeline.image_plan import (
     dhcp_error,
     dhcp_timeout,
     dhcp_window,
+    image_marker,
     image_problem,
     imaging_problems,
+    install_error,
     parse_check,
     ramdisk_boot_id,
     report_error,
@@ -130,8 +141,10 @@ class _Run:
         self.clocks: dict[str, BootClock] = {}  # per boot server, read right before power-on
         self.disk_boot_set: set[str] = set()  # hosts whose BMC was told to boot the disk again
         # Per host given to its boot server (set before the role runs there): its deploy's
-        # nonce, which the SSH check reads back; these hosts' boot servers are released.
+        # nonce and marker, which the SSH check reads back; these hosts' boot servers are
+        # released.
         self.nonces: dict[str, str] = {}
+        self.markers: dict[str, dict[str, str]] = {}
         self.env = with_boot_servers(secrets, options.inventory)
 
     def fail(self, name: str, why: str) -> None:
@@ -192,7 +205,8 @@ def _resolve(run: _Run, hosts: list[ExpectedHost], image: diskimage.DiskImage,
         by_name[server.name] = server
         targets.append(Target(host, deploy_data.normalize_mac(host.provisioning_mac),
                               server.name, host_image, desired.os_disk,
-                              desired.hardware.boot_timeout))
+                              desired.hardware.boot_timeout,
+                              installer=installer.installer_os(desired.os_image)))
     return targets, by_name
 
 
@@ -218,32 +232,51 @@ def _hostvars(run: _Run, targets: list[Target], ident: str) -> tuple[list[Target
     return with_vars, boot_ids
 
 
+def _entry(run: _Run, t: Target, server: BootServer) -> dict[str, Any]:
+    """The host's boot_server_hosts entry: its deploy (image, with a token) or its install;
+    RackliftError naming the field when its data cannot be rendered."""
+    nonce = deploy_data.new_nonce()
+    spec = deploy_data.HostDeploy(host=t.name, mac=t.mac, address=t.host.primary_ip or "",
+                                  authorized_keys=authorized_keys(t.name, t.hostvars),
+                                  target_disk=t.disk)
+    entry = {"name": t.name, "mac": t.mac, "ip": t.host.address, "deploy": True}
+    if t.installer:
+        rendered = installer.render_installer(spec, t.installer_spec(), server.url, nonce)
+        entry.update(installer.boot_server_installer(rendered))
+        marker = rendered.marker
+    else:
+        data = deploy_data.render(spec, deploy_data.ImageArtifact(
+            t.image.name, t.image.build_id, t.image.sha256), server.url, nonce)
+        entry.update(method="image", token=deploy_data.new_token(), deploy_data=data)
+        marker = image_marker(t.image)
+    run.nonces[t.name], run.markers[t.name] = nonce, marker
+    return entry
+
+
 def _prepare_boot_servers(run: _Run, targets: list[Target], servers: dict[str, BootServer],
                           disk: ramdisk.Ramdisk, ident: str) -> dict[str, str]:
-    """Tokens per host; each boot server set up to deploy its hosts."""
+    """Tokens per host deployed with an image; each boot server set up to deploy its hosts."""
     tokens: dict[str, str] = {}
     for name, server in sorted(servers.items()):
         mine = [t for t in run.live(targets) if t.boot_server == name]
-        entries = []
+        entries, media = [], []
         for t in mine:
-            nonce = deploy_data.new_nonce()
             try:
-                spec = deploy_data.HostDeploy(
-                    host=t.name, mac=t.mac, address=t.host.primary_ip or "",
-                    authorized_keys=authorized_keys(t.name, t.hostvars), target_disk=t.disk)
-                data = deploy_data.render(spec, deploy_data.ImageArtifact(
-                    t.image.name, t.image.build_id, t.image.sha256), server.url, nonce)
+                entry = _entry(run, t, server)
+                for item in installer.packaged_media(t.installer) if t.installer else ():
+                    if item not in media:
+                        media.append(item)
             except RackliftError as exc:
                 run.fail(t.name, str(exc))
                 continue
-            tokens[t.name], run.nonces[t.name] = deploy_data.new_token(), nonce
-            entries.append({"name": t.name, "mac": t.mac, "ip": t.host.address,
-                            "deploy": True, "method": "image", "token": tokens[t.name],
-                            "deploy_data": data})
+            if "token" in entry:
+                tokens[t.name] = entry["token"]
+            entries.append(entry)
         if not entries:
             continue
         vars_file = _write_secret(run.secrets / f"boot-{name}.json",
-                                  boot_vars(server, entries, _images(mine), disk))
+                                  boot_vars(server, entries, _images(
+                                      [t for t in mine if not t.installer]), disk, media))
         run.progress.note(f"boot server {name}: serving {len(entries)} deploys")
         received: dict[str, float] = {}
         result = run.playbook("image_boot.yml", [name], f"image-boot-{name}-{ident}",
@@ -299,10 +332,12 @@ def _wait(run: _Run, phase: str, targets: list[Target],
     answers: dict[str, Any] = {"hosts": {}, "ignored": []}
     for server in sorted({t.boot_server for t in targets}):
         mine = [t for t in targets if t.boot_server == server]
+        # An installed host has no token: the DHCP phase reads none.
         request = {"phase": phase, "api_data": API_DATA, "poll": 2, "hosts": [
             {"name": t.name, "mac": t.mac, "since": windows[t.name][0],
              "deadline": windows[t.name][1],
-             "token_sha256": hashlib.sha256(tokens[t.name].encode()).hexdigest()}
+             **({"token_sha256": hashlib.sha256(tokens[t.name].encode()).hexdigest()}
+                if t.name in tokens else {})}
             for t in mine]}
         result = run.playbook("image_wait.yml", [server], f"image-wait-{phase}-{server}-{ident}",
                               {"racklift_image_wait": request}, (WAIT_TASK,))
@@ -327,13 +362,16 @@ def _wait(run: _Run, phase: str, targets: list[Target],
 
 def _disk_boot(run: _Run, targets: list[Target], succeeded: set[str]) -> None:
     """Boot from disk again, always; cycle power where the BMC kept the network boot
-    (sushy-tools); power off hosts that failed, so they stop network-booting."""
+    (sushy-tools), power on installed hosts (their installer powered them off); power off hosts
+    that failed, so they stop network-booting."""
     def one(t: Target) -> None:
         def act(bmc: Any) -> None:
             before = bmc.boot_override()
             bmc.boot_from_disk()
             if t.name not in succeeded:
                 bmc.power_off()
+            elif t.installer:  # the installer powered it off
+                bmc.power_on()
             elif before.target == "Pxe" and before.enabled == "Continuous":
                 bmc.reset("ForceRestart")
         ok = run.errors.get(t.name) is None
@@ -353,7 +391,8 @@ def _check(run: _Run, targets: list[Target], old_ids: dict[str, set[str]],
                           {"racklift_image_ssh_timeout": int(timeout)}, (CHECK_TASK,))
     updates = []
     for t in targets:
-        marker = f"{t.image.name} {t.image.build_id}"
+        want = run.markers[t.name]
+        marker = f"{want['name']} {want['build_id']}"
         res = result.captured.get(t.name, {}).get(CHECK_TASK)
         if res is None:
             run.fail(t.name, f"after the deploy, SSH: {result.failed.get(t.name, 'no answer')}"
@@ -364,7 +403,7 @@ def _check(run: _Run, targets: list[Target], old_ids: dict[str, set[str]],
         except ValueError:
             run.fail(t.name, "the deployed host has no readable /etc/racklift/image.json")
             continue
-        why = check_error(t.name, t.image, run.nonces[t.name], found, old_ids.get(t.name, set()))
+        why = check_error(t.name, want, run.nonces[t.name], found, old_ids.get(t.name, set()))
         if why:
             run.fail(t.name, why)
             continue
@@ -449,9 +488,12 @@ def _deploy(run: _Run, live: list[Target], tokens: dict[str, str],
     requested = run.live(powered)
     # Off now, not after the others' deploys: a host without DHCP keeps network-booting.
     _disk_boot(run, [t for t in powered if t not in requested], set())
-    reports = _wait(run, "report", requested, windows, tokens, ident)
+    installs = [t for t in requested if t.installer]
+    install_deadline = time.monotonic() + timeouts.install
+    deploys = [t for t in requested if not t.installer]
+    reports = _wait(run, "report", deploys, windows, tokens, ident)
     old_ids: dict[str, set[str]] = {}
-    for t in requested:
+    for t in deploys:
         report = reports["hosts"].get(t.name, {}).get("report")
         why = report_error(t, report, timeouts.deploy)
         if why:
@@ -459,6 +501,48 @@ def _deploy(run: _Run, live: list[Target], tokens: dict[str, str],
             continue
         run.note(t.name, f"deployed: {report.get('reason')}")
         old_ids[t.name] = {i for i in (boot_ids.get(t.name), ramdisk_boot_id(report)) if i}
+    _wait_installs(run, run.live(installs), install_deadline)
+    old_ids.update({t.name: {boot_ids[t.name]} for t in installs if t.name in boot_ids})
     deployed = {t.name for t in run.live(requested)}
     _disk_boot(run, requested, deployed)
     _check(run, [t for t in run.live(requested) if t.name in deployed], old_ids, ident)
+
+
+INSTALL_POLL = 10.0  # seconds between power state reads of hosts being installed
+INSTALL_NOTE = 300.0  # seconds between progress notes of an install
+
+
+def _power_state(run: _Run, t: Target, operation: str) -> str | None:
+    found: list[str] = []
+    _bmc(run, t, operation, lambda bmc: found.append(bmc.power_state()))
+    return found[0] if found else None
+
+
+def _wait_installs(run: _Run, targets: list[Target], deadline: float) -> None:
+    """Until each installed host is powered off (its installer's end) or `deadline`
+    (monotonic) passed: every host's power state read each round, at once; a BMC that stops
+    answering fails its host alone."""
+    pending, noted = list(targets), time.monotonic()
+    states: dict[str, str | None] = {}
+
+    def read(t: Target) -> None:
+        states[t.name] = _power_state(run, t, "reading the power state during the install")
+    while pending:
+        states.clear()
+        _parallel(pending, read)
+        now, left = time.monotonic(), []
+        for t in pending:
+            if run.errors.get(t.name) is not None:
+                continue
+            if states.get(t.name) == "Off":
+                run.note(t.name, f"the {t.installer} installer finished and powered it off")
+            elif now >= deadline:
+                run.fail(t.name, install_error(t, run.options.timeouts.install))
+            else:
+                left.append(t)
+        pending = left
+        if pending and now - noted >= INSTALL_NOTE:
+            run.progress.note(f"installing: {', '.join(t.name for t in pending)}")
+            noted = now
+        if pending:
+            time.sleep(min(INSTALL_POLL, max(deadline - now, 0.1)))

@@ -137,7 +137,8 @@ def test_debian_ipxe_boots_the_netboot_installer_with_the_preseed_url():
     kernel = next(line for line in lines if line.startswith("kernel "))
     args = kernel.split()
     assert args[1] == f"{SERVER}/installer/debian-12/linux"
-    for arg in ("auto=true", "priority=critical",
+    # lowmem/low=1: the low-memory notice comes before the preseed and would wait for a key.
+    for arg in ("auto=true", "priority=critical", "lowmem/low=1",
                 f"url={SERVER}/installer/gpu-042/preseed.cfg",
                 "netcfg/get_ipaddress=10.90.0.42", "hostname=gpu-042", "initrd=initrd.gz"):
         assert arg in args, arg

@@ -243,7 +243,7 @@ def test_reimage_gives_a_new_boot_id_and_a_corrupted_image_is_refused(netbox, ra
     assert vrack.domains(RACK)[corrupt_vm.name] == "shut off"  # the ramdisk powered it off
 
 
-INSTALL_SECONDS = 300
+INSTALL_SECONDS = 240  # the installer asks the mirror within about 150 s of DHCP here
 
 
 def test_the_debian_installer_boots_from_the_boot_server_and_reaches_the_mirror(netbox, rack,

@@ -293,14 +293,16 @@ class _InstallAnsible:
     """image_boot.yml keeps what the boot server was given; image_wait.yml sees each host's DHCP
     request; image_check.yml answers with the nonce the installer's late command writes."""
 
-    def __init__(self) -> None:
+    def __init__(self, calls: list[tuple[str, ...]]) -> None:
         self.served: list[dict[str, Any]] = []
         self.playbooks: list[str] = []
+        self.calls = calls
 
     def __call__(self, name: str, hosts: list[str], settings: Any, env: Any, *,
                  artifacts: Path, ident: str, extravars: dict[str, Any], on_event: Any,
                  capture: tuple[str, ...]) -> PlaybookResult:
         self.playbooks.append(name)
+        self.calls.append((name, *hosts))
         captured: dict[str, dict[str, Any]] = {}
         if name == "image_boot.yml":
             self.served.append(json.loads(Path(extravars["racklift_image_vars_file"]).read_text()))
@@ -309,8 +311,12 @@ class _InstallAnsible:
                 "ansible_date_time": {"epoch": "1796150722"}}}}
         elif name == "image_wait.yml":
             wanted = extravars["racklift_image_wait"]["hosts"]
-            assert all("token_sha256" not in h for h in wanted)  # installs have no token
-            answer = {"hosts": {h["name"]: {"at": h["since"] + 5, "report": None}
+            installs = {h["name"] for h in self.entries() if h["method"] == "installer"}
+            assert all("token_sha256" not in h for h in wanted if h["name"] in installs)
+            report = None
+            if extravars["racklift_image_wait"]["phase"] == "report":
+                report = {"result": "success", "reason": "deployed"}
+            answer = {"hosts": {h["name"]: {"at": h["since"] + 5, "report": report}
                                 for h in wanted}, "ignored": []}
             captured[hosts[0]] = {imaging.WAIT_TASK: {"stdout": json.dumps(answer)}}
         elif name == "image_check.yml":
@@ -318,10 +324,15 @@ class _InstallAnsible:
                 captured[host_name] = {imaging.CHECK_TASK: {"stdout": self.installed(host_name)}}
         return PlaybookResult(0, ok=frozenset(hosts), captured=captured)
 
+    def entries(self) -> list[dict[str, Any]]:
+        return [h for served in self.served for h in served["boot_server_hosts"]]
+
     def installed(self, host_name: str) -> str:
-        """What the installed disk holds: the late command's files, run as the installer would."""
-        (entry,) = [h for served in self.served for h in served["boot_server_hosts"]
-                    if h["name"] == host_name]
+        """What the disk holds: the deploy ramdisk's nonce and the image's marker, or the
+        installer's late command's files."""
+        (entry,) = [h for h in self.entries() if h["name"] == host_name]
+        if entry["method"] == "image":
+            return f"new-boot-id\n{entry['deploy_data']['nonce']}\n{MARKER}"
         preseed = entry["installer"]["files"]["preseed.cfg"]
         blob = preseed.split("echo ", 1)[1].split(" ", 1)[0]
         script = base64.b64decode(blob).decode()
@@ -330,9 +341,11 @@ class _InstallAnsible:
         return f"new-boot-id\n{nonce}\n{marker}\n"
 
 
-def _install(monkeypatch, tmp_path, on_reads: int | None, install: float = 60.0):
+def _install(monkeypatch, tmp_path, on_reads: int | None, install: float = 60.0,
+             deployed: int = 0):
+    """gpu-01 installed with Debian's installer, and the next `deployed` hosts with the image."""
     calls: list[tuple[str, ...]] = []
-    ansible = _InstallAnsible()
+    ansible = _InstallAnsible(calls)
     media = tmp_path / "media"
     media.mkdir()
     for name in ("linux", "initrd.gz"):
@@ -345,9 +358,10 @@ def _install(monkeypatch, tmp_path, on_reads: int | None, install: float = 60.0)
                         lambda host, oob_ip, hostvars: _InstallBmc(host, calls, on_reads))
     monkeypatch.setattr(imaging.ramdisk, "build", lambda image: ramdisk.Ramdisk(
         "0123456789abcdef", tmp_path, "6.1", image.build_id, 1, 0.0, True))
-    installs = [replace(t, installer="debian-12",
-                        hostvars={**t.hostvars, "racklift_installer_proxy": PROXY})
-                for t in _targets()[:1]]
+    first, *others = _targets()
+    installs = [replace(first, installer="debian-12",
+                        hostvars={**first.hostvars, "racklift_installer_proxy": PROXY}),
+                *[replace(t, boot_server="boot-a") for t in others[:deployed]]]
     monkeypatch.setattr(imaging, "_resolve", lambda run, hosts, image: (installs, SERVERS))
     monkeypatch.setattr(imaging, "_hostvars", lambda run, live, ident: (live, {}))
     recorded: list[Any] = []
@@ -372,7 +386,7 @@ def test_an_installed_host_is_seen_off_then_boots_its_disk_and_shows_this_instal
     assert {f["dest"] for f in served["boot_server_files"]} >= {
         "installer/debian-12/linux", "installer/debian-12/initrd.gz"}
     # Off after the install, then the disk, then on: in this order, and never a power off.
-    bmc = [c[0] for c in calls]
+    bmc = [c[0] for c in calls if not c[0].endswith(".yml")]
     assert bmc[bmc.index("power state", bmc.index("network boot")):] == [
         "power state", "power state", "power state", "disk boot", "power on"]
     assert ansible.playbooks == ["image_boot.yml", "image_wait.yml", "image_check.yml",
@@ -393,3 +407,17 @@ def test_an_install_that_never_ends_fails_its_host_which_is_powered_off(monkeypa
     assert "image_check.yml" not in ansible.playbooks
     assert ansible.playbooks[-1] == "image_release.yml"
     assert recorded == []
+
+
+def test_a_rack_that_mixes_both_checks_its_deployed_hosts_before_waiting_on_installs(
+        monkeypatch, tmp_path) -> None:
+    errors, calls, ansible, recorded, _ = _install(monkeypatch, tmp_path, on_reads=2, deployed=1)
+    assert errors == {"gpu-01": None, "gpu-02": None}
+    assert [(e["name"], e["method"], "token" in e) for e in ansible.entries()] == [
+        ("gpu-01", "installer", False), ("gpu-02", "image", True)]
+    # gpu-02's disk checked before gpu-01's install is waited on, then gpu-01's.
+    assert [c for c in calls if c[0] == "image_check.yml"] == [("image_check.yml", "gpu-02"),
+                                                             ("image_check.yml", "gpu-01")]
+    assert calls.index(("image_check.yml", "gpu-02")) < calls.index(("power state", "gpu-01"))
+    assert sorted(u.fields[imaging.IMAGE_FIELD].split()[0] for u in recorded) == [
+        IMAGE.name, "installer-debian-12"]

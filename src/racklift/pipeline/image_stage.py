@@ -501,11 +501,19 @@ def _deploy(run: _Run, live: list[Target], tokens: dict[str, str],
             continue
         run.note(t.name, f"deployed: {report.get('reason')}")
         old_ids[t.name] = {i for i in (boot_ids.get(t.name), ramdisk_boot_id(report)) if i}
+    # Deployed hosts first: an install takes far longer, and a deployed host whose BMC keeps
+    # network-booting (sushy-tools) reboots until its disk boot is set.
+    _boot_disks_and_check(run, deploys, old_ids, ident)
     _wait_installs(run, run.live(installs), install_deadline)
-    old_ids.update({t.name: {boot_ids[t.name]} for t in installs if t.name in boot_ids})
-    deployed = {t.name for t in run.live(requested)}
-    _disk_boot(run, requested, deployed)
-    _check(run, [t for t in run.live(requested) if t.name in deployed], old_ids, ident)
+    _boot_disks_and_check(run, installs, {t.name: {boot_ids[t.name]} for t in installs
+                                          if t.name in boot_ids}, ident)
+
+
+def _boot_disks_and_check(run: _Run, targets: list[Target], old_ids: dict[str, set[str]],
+                          ident: str) -> None:
+    done = {t.name for t in run.live(targets)}
+    _disk_boot(run, targets, done)
+    _check(run, [t for t in run.live(targets) if t.name in done], old_ids, ident)
 
 
 INSTALL_POLL = 10.0  # seconds between power state reads of hosts being installed

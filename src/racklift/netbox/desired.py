@@ -205,7 +205,8 @@ class DesiredState:
         r"[A-Za-z0-9][A-Za-z0-9_./:-]{0,63}", "the name of the device's interface that "
         "network-boots and holds the primary IP, e.g. \"eno1\""))
     os_image: str = setting(IMAGE_NAME, text(
-        IMAGE_NAME_RE.pattern, f"the name of the image racklift builds, \"{IMAGE_NAME}\""))
+        IMAGE_NAME_RE.pattern, f"the name of the image racklift builds, \"{IMAGE_NAME}\", or "
+        "of an OS installer racklift runs, e.g. \"installer-debian-12\""))
     # The disk the image is written to, in the device's local context data; None: not
     # recorded, and the image stage refuses the host.
     os_disk: str | None = setting(None, Rule(_is_disk, DISK_HINT, nullable=True))

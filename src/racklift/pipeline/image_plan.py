@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -204,7 +204,7 @@ def authorized_keys(host: str, hostvars: Mapping[str, Any]) -> tuple[str, ...]:
 
 def boot_vars(server: BootServer, hosts: list[Mapping[str, Any]],
               images: list[diskimage.DiskImage], disk: ramdisk.Ramdisk,
-              media: list[Mapping[str, str]] = ()) -> dict[str, Any]:
+              media: Sequence[Mapping[str, str]] = ()) -> dict[str, Any]:
     """The boot_server role's vars for one imaging run: these hosts deploy, nothing else;
     `media`: installer kernels to publish (installer.packaged_media)."""
     return {

@@ -51,6 +51,18 @@ def test_each_ipxe_script_is_served_to_its_hosts_reserved_address_only() -> None
     assert not re.search(r"real_ip|set_real_ip_from|X-Forwarded-For|X-Real-IP", config, re.I)
 
 
+def test_an_installed_hosts_files_are_served_to_its_reserved_address_only() -> None:
+    """Its preseed holds this install's nonce, which the SSH check takes as proof of the disk:
+    no other machine on the provisioning network reads it."""
+    installing = {**HOSTS[0], "deploy": True, "method": "installer"}
+    locations = _locations(_nginx_site([installing, HOSTS[1]]))
+    assert locations["^~ /installer/node-01/"] == [
+        "allow 10.90.0.11;", "deny all;", 'add_header Cache-Control "no-store";',
+        "try_files $uri =404;"]
+    # A host not being installed has no such location; the installer media are everyone's.
+    assert [where for where in locations if "installer" in where] == ["^~ /installer/node-01/"]
+
+
 def test_with_no_hosts_no_script_is_served() -> None:
     locations = _locations(_nginx_site([]))
     assert [where for where in locations if "ipxe/" in where] == ["/ipxe/"]

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from racklift.lab import netbox_server
+from racklift.lab import netbox_server, services
 
 # The NetBox tier: every test here is about the NetBox server or a connection to one.
 pytestmark = pytest.mark.netbox
@@ -61,3 +61,12 @@ def test_taken_port_is_a_clear_error(tmp_path):
         with pytest.raises(LabError, match=rf"port {port} is taken by another process: stop it "
                                            r"or choose another port \(RACKLIFT_PORTTEST_NETBOX"):
             netbox_server.up(other)
+
+
+def test_the_lab_role_may_end_an_autovacuum_worker_when_it_drops_a_database():
+    """DROP DATABASE ... WITH (FORCE) ends every session in the database, an autovacuum worker's
+    too, which has no role: only a member of pg_signal_backend may (CI once failed a reset on
+    it)."""
+    pg = services.ensure_postgres()
+    assert pg.sql(f"SELECT pg_has_role('{services.PG_ROLE}', 'pg_signal_backend', "
+                  "'member')") == "t"

@@ -145,6 +145,10 @@ def ensure_postgres() -> Postgres:
     role_sql = (
         f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{PG_ROLE}') THEN "
         f"CREATE ROLE {PG_ROLE} LOGIN CREATEDB PASSWORD '{PG_PASSWORD}'; END IF; END $$;"
+        # DROP DATABASE ... WITH (FORCE) must end an autovacuum worker that happens to be in
+        # the database (it has no role: only pg_signal_backend may); without it a test's reset
+        # failed now and then with "must be a member of ... pg_signal_backend".
+        f"GRANT pg_signal_backend TO {PG_ROLE};"
     )
     result = subprocess.run(
         ["runuser", "-u", "postgres", "--", "psql", "-p", port, "-v", "ON_ERROR_STOP=1",

@@ -469,7 +469,8 @@ def _release(run: _Run, targets: list[Target], ident: str) -> None:
 
 def _deploy(run: _Run, live: list[Target], tokens: dict[str, str],
             boot_ids: dict[str, str], ident: str) -> None:
-    """Power on, wait for DHCP and the deploy report, boot the disk again, check over SSH."""
+    """Power on, wait for DHCP and the deploy report (or the installer's power-off), boot the
+    disk again, check over SSH."""
     timeouts = run.options.timeouts
     _power_on(run, live)
     powered = run.live(live)
@@ -511,9 +512,8 @@ def _deploy(run: _Run, live: list[Target], tokens: dict[str, str],
 
 def _boot_disks_and_check(run: _Run, targets: list[Target], old_ids: dict[str, set[str]],
                           ident: str) -> None:
-    done = {t.name for t in run.live(targets)}
-    _disk_boot(run, targets, done)
-    _check(run, [t for t in run.live(targets) if t.name in done], old_ids, ident)
+    _disk_boot(run, targets, {t.name for t in run.live(targets)})
+    _check(run, run.live(targets), old_ids, ident)
 
 
 INSTALL_POLL = 10.0  # seconds between power state reads of hosts being installed

@@ -11,7 +11,12 @@ from racklift.tasks import namespace
             "tier": "only these tiers, a marker expression: unit, netbox, containers, vm, "
                     "molecule, slurm, ansible (e.g. 'netbox and not containers')"})
 def test(c, k=None, x=False, unit=False, tier=None):
-    """Run the test suite (starts its own NetBox on port 18001), slowest tests listed last."""
+    """Run the test suite (starts its own NetBox on port 18001), slowest tests listed last.
+    The whole suite runs in two lanes side by side (tests/lanes.py): the VM tier, and the rest
+    (the VM lane with its own NetBox on port 18002)."""
+    if not (unit or tier or k):
+        c.run(".venv/bin/python tests/lanes.py" + (" -x" if x else ""), pty=False)
+        return
     args = [".venv/bin/pytest", "tests/unit"] if unit else [".venv/bin/pytest", "--durations=30"]
     if tier:
         args += ["-m", repr(tier)]

@@ -7,7 +7,10 @@ lab NetBox's configuration, logs, pid files) is per machine.
 
 from __future__ import annotations
 
+import fcntl
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 # The project tree (ansible.cfg, playbooks/, roles/, inventory/): the checkout this package
@@ -21,3 +24,14 @@ def cache_dir() -> Path:
 
 def state_dir() -> Path:
     return Path(os.environ.get("RACKLIFT_STATE", Path.home() / ".local" / "state" / "racklift"))
+
+
+@contextmanager
+def cache_lock(name: str) -> Iterator[None]:
+    """Held while one process builds a cached artifact: two test lanes (or a demo beside the
+    tests) that need the same artifact build it once, and neither sees it half made."""
+    path = cache_dir() / "locks" / f"{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from racklift.errors import RackliftError
-from racklift.paths import cache_dir
+from racklift.paths import cache_dir, cache_lock
 
 HERE = Path(__file__).resolve().parent
 CONTAINERS_CONF = HERE / "containers.conf"
@@ -70,6 +70,13 @@ def base_image() -> str:
     ref = f"{BASE_REPO}:{_key(DEBIAN_SUITE, 'minbase', DEBIAN_MIRROR)}"
     if image_exists(ref):
         return ref
+    with cache_lock(f"image-{ref.rsplit(':', 1)[1]}"):
+        if image_exists(ref):  # another process built it while this one waited
+            return ref
+        return _debootstrap(ref)
+
+
+def _debootstrap(ref: str) -> str:
     if not shutil.which("debootstrap"):
         raise PodmanError("debootstrap not found: install the Debian package debootstrap")
     started = time.monotonic()
@@ -96,6 +103,13 @@ def derived_image(repo: str, base: str, containerfile: Path) -> str:
     ref = f"{repo}:{_key(base, containerfile.read_text())}"
     if image_exists(ref):
         return ref
+    with cache_lock(f"image-{ref.rsplit(':', 1)[1]}"):
+        if image_exists(ref):
+            return ref
+        return _build(ref, base, containerfile)
+
+
+def _build(ref: str, base: str, containerfile: Path) -> str:
     started = time.monotonic()
     podman("build", "--build-arg", f"BASE={base}", "-t", ref, "-f", str(containerfile),
            str(containerfile.parent), timeout=900)

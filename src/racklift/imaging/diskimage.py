@@ -26,7 +26,7 @@ from pathlib import Path
 
 from racklift import podman
 from racklift.errors import RackliftError
-from racklift.paths import cache_dir
+from racklift.paths import cache_dir, cache_lock
 
 IMAGE_NAME = "debian12"
 IMAGE_REPO = "localhost/racklift-os-image"
@@ -363,6 +363,14 @@ def build(name: str = IMAGE_NAME, packages: tuple[str, ...] = PACKAGES) -> DiskI
     final = image_dir(name, packages)
     if (final / "image.json").exists():
         return load(final, name, build, time.monotonic() - started, cached=True)
+    with cache_lock(f"disk-image-{final.name}"):
+        cached = (final / "image.json").exists()  # built by another process meanwhile
+        if not cached:
+            _build(name, build, packages, final)
+    return load(final, name, build, time.monotonic() - started, cached=cached)
+
+
+def _build(name: str, build: str, packages: tuple[str, ...], final: Path) -> None:
     ref = rootfs_image(packages)
     fs_uuid = root_uuid(build)
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -383,4 +391,3 @@ def build(name: str = IMAGE_NAME, packages: tuple[str, ...] = PACKAGES) -> DiskI
                 "root_uuid": fs_uuid, "kernel": kernel_files(rootfs)[0], "rootfs_image": ref}
         (out / "image.json").write_text(json.dumps(meta, indent=2) + "\n")
         os.replace(out, final)  # complete or absent: image.json is written last, inside out/
-    return load(final, name, build, time.monotonic() - started, cached=False)

@@ -24,7 +24,7 @@ from pathlib import Path
 from racklift import podman
 from racklift.imaging import diskimage
 from racklift.imaging.diskimage import ImageBuildError
-from racklift.paths import cache_dir
+from racklift.paths import cache_dir, cache_lock
 
 HERE = Path(__file__).resolve().parent / "ramdisk"
 INIT = HERE / "init"
@@ -168,33 +168,40 @@ def build(image: diskimage.DiskImage | None = None) -> Ramdisk:
     final = cache_dir() / "ramdisk" / build
     cached = (final / "ramdisk.json").exists()
     if not cached:
-        final.parent.mkdir(parents=True, exist_ok=True)
-        meta = json.loads((image.directory / "image.json").read_text())
-        with tempfile.TemporaryDirectory(dir=final.parent, prefix=f".{build}-") as tmp:
-            work = Path(tmp)
-            rootfs = work / "rootfs"
-            rootfs.mkdir()
-            version = meta["kernel"].removeprefix("vmlinuz-")
-            ref = meta["rootfs_image"]
-            if not podman.image_exists(ref):  # pruned since: the same recipe makes the same tag
-                ref = diskimage.rootfs_image()
-            diskimage.export_rootfs(ref, rootfs,
-                                    (f"boot/{meta['kernel']}", f"usr/lib/modules/{version}"))
-            modules_dir = rootfs / "usr" / "lib" / "modules" / version
-            builtin = {module_name(line) for line in
-                       (modules_dir / "modules.builtin").read_text().split()}
-            order = load_order(MODULES, parse_modules_dep(
-                (modules_dir / "modules.dep").read_text()), builtin)
-            out = work / "out"
-            out.mkdir()
-            (rootfs / "boot" / meta["kernel"]).rename(out / "vmlinuz")
-            with gzip.GzipFile(out / "initrd.img", "wb", mtime=0) as gz:
-                gz.write(cpio_newc(initramfs_entries(modules_dir, order)))
-            (out / "ramdisk.json").write_text(json.dumps(
-                {"build_id": build, "kernel_version": version, "image_build_id": image.build_id,
-                 "modules": [module_name(p) for p in order]}, indent=2) + "\n")
-            os.replace(out, final)  # complete or absent: ramdisk.json is inside out/
+        with cache_lock(f"ramdisk-{build}"):
+            cached = (final / "ramdisk.json").exists()  # built by another process meanwhile
+            if not cached:
+                _build(image, final, build)
     meta = json.loads((final / "ramdisk.json").read_text())
     return Ramdisk(build_id=build, directory=final, kernel_version=meta["kernel_version"],
                    image_build_id=image.build_id, size=(final / "initrd.img").stat().st_size,
                    seconds=time.monotonic() - started, cached=cached)
+
+
+def _build(image: diskimage.DiskImage, final: Path, build: str) -> None:
+    final.parent.mkdir(parents=True, exist_ok=True)
+    meta = json.loads((image.directory / "image.json").read_text())
+    with tempfile.TemporaryDirectory(dir=final.parent, prefix=f".{build}-") as tmp:
+        work = Path(tmp)
+        rootfs = work / "rootfs"
+        rootfs.mkdir()
+        version = meta["kernel"].removeprefix("vmlinuz-")
+        ref = meta["rootfs_image"]
+        if not podman.image_exists(ref):  # pruned since: the same recipe makes the same tag
+            ref = diskimage.rootfs_image()
+        diskimage.export_rootfs(ref, rootfs,
+                                (f"boot/{meta['kernel']}", f"usr/lib/modules/{version}"))
+        modules_dir = rootfs / "usr" / "lib" / "modules" / version
+        builtin = {module_name(line) for line in
+                   (modules_dir / "modules.builtin").read_text().split()}
+        order = load_order(MODULES, parse_modules_dep(
+            (modules_dir / "modules.dep").read_text()), builtin)
+        out = work / "out"
+        out.mkdir()
+        (rootfs / "boot" / meta["kernel"]).rename(out / "vmlinuz")
+        with gzip.GzipFile(out / "initrd.img", "wb", mtime=0) as gz:
+            gz.write(cpio_newc(initramfs_entries(modules_dir, order)))
+        (out / "ramdisk.json").write_text(json.dumps(
+            {"build_id": build, "kernel_version": version, "image_build_id": image.build_id,
+             "modules": [module_name(p) for p in order]}, indent=2) + "\n")
+        os.replace(out, final)  # complete or absent: ramdisk.json is inside out/

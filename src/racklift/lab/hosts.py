@@ -23,7 +23,7 @@ from racklift import podman
 from racklift.errors import LabError
 from racklift.lab import images, leaf, seed, standin_repo, tags
 from racklift.netbox.client import NetBox
-from racklift.paths import state_dir
+from racklift.paths import cache_lock, state_dir
 
 # What lab hosts run: the stand-in driver; no OFED version, container toolkit or registry
 # mirror, since containers run no container engine (None: not managed). Whole,
@@ -74,10 +74,15 @@ def profiles_dir(net: LabNet) -> Path:
 def ssh_key() -> Path:
     """The controller's lab SSH key (made once)."""
     key = lab_dir() / "ssh" / "id_ed25519"
-    if not key.exists():
-        key.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "racklift-lab",
-                        "-f", str(key)], check=True)
+    public = key.parent / f"{key.name}.pub"  # written last: the key is whole once it exists
+    if public.exists():
+        return key
+    with cache_lock("lab-ssh-key"):  # two test lanes start at once
+        if not public.exists():
+            key.parent.mkdir(parents=True, exist_ok=True)
+            key.unlink(missing_ok=True)  # a half-made pair: ssh-keygen would ask to overwrite
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "racklift-lab",
+                            "-f", str(key)], check=True)
     return key
 
 

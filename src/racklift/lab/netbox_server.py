@@ -6,7 +6,6 @@ Lab only. Production racklift talks to the site's NetBox through NETBOX_URL / NE
 
 from __future__ import annotations
 
-import fcntl
 import gzip
 import hashlib
 import json
@@ -18,8 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -27,7 +25,7 @@ import requests
 
 from racklift.errors import LabError
 from racklift.lab import services
-from racklift.paths import cache_dir, state_dir
+from racklift.paths import cache_dir, cache_lock, state_dir
 
 NETBOX_VERSION = "4.7.3"
 # Bump when what the migrated dump contains changes (users, tokens, ...): it re-keys the cache.
@@ -139,22 +137,13 @@ def netbox_venv() -> Path:
     return cache_dir() / "netbox" / f"venv-{NETBOX_VERSION}-{py}"
 
 
-@contextmanager
-def _lock(name: str) -> Iterator[None]:
-    path = cache_dir() / "locks" / f"{name}.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-
-
 def ensure_netbox_installed() -> Path:
     """The NetBox venv, created and installed from PyPI the first time (~70 s)."""
     venv = netbox_venv()
     marker = venv / ".racklift-complete"
     if marker.exists():
         return venv
-    with _lock("netbox-venv"):
+    with cache_lock("netbox-venv"):
         if marker.exists():
             return venv
         started = time.monotonic()
@@ -229,7 +218,7 @@ def ensure_dump(pg: services.Postgres, instance: NetBoxInstance) -> Path:
     if path.exists():
         return path
     venv = ensure_netbox_installed()
-    with _lock(f"netbox-dump-{path.stem}"):
+    with cache_lock(f"netbox-dump-{path.stem}"):
         if path.exists():
             return path
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -257,7 +246,7 @@ def ensure_dump(pg: services.Postgres, instance: NetBoxInstance) -> Path:
 
 def _ensure_template(pg: services.Postgres, dump: Path) -> str:
     template = _template_database(dump)
-    with _lock("netbox-template"):
+    with cache_lock("netbox-template"):
         if not pg.database_exists(template):
             pg.restore(dump, template)
     return template

@@ -38,7 +38,7 @@ from pathlib import Path
 import yaml
 
 from racklift.errors import LabError
-from racklift.paths import cache_dir
+from racklift.paths import cache_dir, cache_lock
 
 KEY_NAME = "racklift stand-in repositories (lab only) <standin@racklift.invalid>"
 KEYRING = "racklift-standin-archive-keyring.gpg"
@@ -122,14 +122,17 @@ def _gnupg_env() -> dict[str, str]:
     """A GnuPG home with the stand-in signing key, made once per cache."""
     home = cache_dir() / "standin-gnupg"
     env = {**os.environ, "GNUPGHOME": str(home)}
-    if not (home / "ready").exists():
-        if not shutil.which("gpg"):
-            raise LabError("gpg not found: install the Debian package gnupg")
-        shutil.rmtree(home, ignore_errors=True)
-        home.mkdir(parents=True, mode=0o700)
-        _run("gpg", "--batch", "--passphrase", "", "--quick-gen-key", KEY_NAME, "ed25519",
-             "sign", "never", env=env)
-        (home / "ready").touch()
+    if (home / "ready").exists():
+        return env
+    with cache_lock("standin-gnupg"):
+        if not (home / "ready").exists():
+            if not shutil.which("gpg"):
+                raise LabError("gpg not found: install the Debian package gnupg")
+            shutil.rmtree(home, ignore_errors=True)
+            home.mkdir(parents=True, mode=0o700)
+            _run("gpg", "--batch", "--passphrase", "", "--quick-gen-key", KEY_NAME, "ed25519",
+                 "sign", "never", env=env)
+            (home / "ready").touch()
     return env
 
 
@@ -177,6 +180,13 @@ def build(spec: Path) -> Path:
     out = cache_dir() / "standin-repos" / hashlib.sha256(recipe).hexdigest()[:12]
     if (out / "InRelease").exists():
         return out
+    with cache_lock(f"standin-{out.name}"):
+        if not (out / "InRelease").exists():  # not built by another process meanwhile
+            _build(packages, out)
+    return out
+
+
+def _build(packages: list[Package], out: Path) -> None:
     started = time.monotonic()
     env = _gnupg_env()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -196,7 +206,6 @@ def build(spec: Path) -> Path:
         staging.rename(out)
     print(f"[standin] built {len(packages)} stand-in packages in {out} "
           f"({time.monotonic() - started:.1f} s)", flush=True)
-    return out
 
 
 def fingerprint() -> str:

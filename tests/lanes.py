@@ -80,8 +80,11 @@ def _pump(lane: Lane, stream, log, lock: threading.Lock) -> None:
             sys.stdout.flush()
 
 
-def run(lanes: tuple[Lane, ...] = LANES, extra: list[str] | None = None) -> int:
-    work = Path(tempfile.mkdtemp(prefix="racklift-lanes-"))
+def run(lanes: tuple[Lane, ...] = LANES, extra: list[str] | None = None,
+        work: Path | None = None) -> int:
+    """Every lane at once; each lane's log and JUnit XML are kept in `work` (a new temporary
+    directory by default) for a look after the run."""
+    work = work or Path(tempfile.mkdtemp(prefix="racklift-lanes-"))
     lock = threading.Lock()
     started = time.monotonic()
     procs: list[tuple[Lane, subprocess.Popen, threading.Thread, Path]] = []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -25,10 +26,21 @@ DEMO_DATA = (Path(__file__).resolve().parents[1] / "fixtures" / "netbox-demo"
              / "netbox-demo-v4.1.sql.gz")
 
 
+INSTANCE = netbox_server.NetBoxInstance(TEST_NAME, TEST_PORT, redis_base=TEST_REDIS_BASE)
+_coming_up: list[Future] = []  # the session's NetBox, started when collection ends
+
+
+def pytest_collection_finish(session) -> None:
+    """Start the test NetBox now when a selected test needs it: the first time on a machine,
+    its migration (minutes) runs while the tests that need no NetBox, ordered first, run."""
+    if any(item.get_closest_marker("netbox") for item in session.items):
+        _coming_up.append(ThreadPoolExecutor(1, "netbox-up").submit(netbox_server.up, INSTANCE))
+
+
 @pytest.fixture(scope="session")
 def instance() -> netbox_server.NetBoxInstance:
-    inst = netbox_server.NetBoxInstance(TEST_NAME, TEST_PORT, redis_base=TEST_REDIS_BASE)
-    result = netbox_server.up(inst)
+    inst = INSTANCE
+    result = _coming_up[0].result() if _coming_up else netbox_server.up(inst)
     print(f"\n[netbox] test NetBox up in {result.seconds:.1f} s "
           f"(already running: {result.already_running})")
     netbox_server.reset(inst)

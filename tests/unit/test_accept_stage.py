@@ -42,8 +42,9 @@ def test_real_runs_that_reach_their_thresholds_pass_with_their_figures():
 def test_a_failed_diagnostic_and_a_slow_all_reduce_are_named_with_their_figures():
     mismatches, figures = judge_local(HOST, Acceptance(dcgm_level=2, nccl_busbw=450),
                                       {DCGM_TASK: ran(FAILING_DCGM), NCCL_TASK: ran(H100_NCCL)})
-    assert [m.field for m in mismatches] == ["accept.dcgm.PCIe", "accept.nccl.busbw"]
-    assert mismatches[1].observed == "439.369 GB/s"
+    assert [m.field for m in mismatches] == ["accept.dcgm.PCIe", "accept.dcgm.memory",
+                                             "accept.nccl.busbw"]
+    assert mismatches[2].observed == "439.369 GB/s"
     assert figures["dcgm"]["result"] == "failed PCIe"
 
 

@@ -112,7 +112,9 @@ def test_the_figures_against_the_device_types_thresholds():
     assert "busy or unavailable" in unfinished[0].observed
     diag = parse_dcgmi_diag((REAL / "dcgmi-diag-r2_8x-rtx-3090_3.3.0_pcie-fail-all-cuda-"
                                      "driver-mismatch.txt").read_text())
-    (pcie,) = judge_acceptance(Acceptance(dcgm_level=2), dcgm=diag)
+    pcie, memory = judge_acceptance(Acceptance(dcgm_level=2), dcgm=diag)
     assert pcie.field == "accept.dcgm.PCIe" and pcie.observed.startswith("Fail: GPU 0 Error")
+    # Its GPU Memory test said Skip: no pass either.
+    assert (memory.field, memory.observed) == ("accept.dcgm.memory", "skipped: no reason printed")
     assert judge_acceptance(Acceptance(dcgm_level=2))[0].observed == "not run"
     assert judge_acceptance(Acceptance(), dcgm=diag, nccl=h100) == []  # nothing asked

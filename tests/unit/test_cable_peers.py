@@ -36,3 +36,12 @@ def test_breakouts_and_patch_panels_are_not_followed():
             _end(4, 9, "A", 4), _end(5, 9, "B", 900, "dcim.frontport"),  # a patch panel
             _end(6, 11, "A", 1)]  # a cable NetBox has only one end of
     assert link_peers(ends, port_names(RAW)) == {}
+
+
+def test_a_switch_port_brings_the_guid_netbox_keeps_in_its_wwn():
+    ib_port = {**SWITCH_PORTS[1], "wwn": "2C:5E:AB:03:00:B8:7B:40"}
+    raw = RawModel(devices=RAW.devices, device_types=[], interface_templates=[],
+                   item_templates=[], interfaces=HOST_PORTS, ip_addresses=[], items=[],
+                   peer_interfaces=[SWITCH_PORTS[0], ib_port])
+    peers = link_peers([_end(1, 8, "A", 2), _end(2, 8, "B", 102)], port_names(raw))
+    assert peers[2] == LinkPeer("ib-leaf-001-0", "p1", "2C:5E:AB:03:00:B8:7B:40")

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 import emulated
+from racklift.facts.bundle import Output
 from racklift.facts.host import HostFacts, NICFacts, from_bundle, own_links
 from racklift.facts.observed import HCAPortFacts
 from racklift.facts.parsers import parse_ibnetdiscover, parse_lldpctl_json
 from racklift.netbox.expected import ExpectedHost, ExpectedInterface, LinkPeer
-from racklift.verify.cabling import cabling, ib_is, lldp_is
+from racklift.verify.cabling import cabling, ib_is, lldp_is, switch_name
 from racklift.verify.compare import compare
 from racklift.verify.mismatch import CRITICAL, WARNING
 from racklift.verify.record_cables import links_to_record
@@ -78,9 +79,20 @@ def test_a_port_on_another_switch_port_is_a_wrong_peer_and_critical_on_any_port(
         "cable.wrong_peer[ens841np0]": ("leaf07 Ethernet184", "LEAF03 Ethernet184", CRITICAL)}
 
 
+def _silent_switches(record: ExpectedHost) -> ExpectedHost:
+    """The record with its device type's context saying its switches send no LLDP."""
+    hardware = {**record.config.get("hardware", {}), "lldp_switches": False}
+    return replace(record, config={**record.config, "hardware": hardware}, parsed=None)
+
+
 def test_a_cabled_port_lldpd_heard_nothing_on_has_no_neighbor():
-    found = _findings(_host(_eth(eno1=("storagesw", "Ethernet1"))), HostFacts("h", lldp=LLDP))
-    # Its link may be up with a switch that does not speak LLDP: a warning.
+    record = _host(_eth(eno1=("storagesw", "Ethernet1")))
+    # The device type's switches speak LLDP (racklift's default): a silent port is refused.
+    assert record.desired is not None and record.desired.hardware.lldp_switches
+    found = _findings(record, HostFacts("h", lldp=LLDP))
+    assert found == {"cable.no_neighbor[eno1]": ("storagesw Ethernet1", None, CRITICAL)}
+    # Where the context says they do not, a link that is up may be just that: a warning.
+    found = _findings(_silent_switches(record), HostFacts("h", lldp=LLDP))
     assert found == {"cable.no_neighbor[eno1]": ("storagesw Ethernet1", None, WARNING)}
 
 
@@ -88,8 +100,9 @@ def test_a_cabled_port_lldpd_heard_nothing_on_has_no_neighbor():
                                                  ("UP", WARNING), (None, WARNING)])
 def test_a_silent_port_whose_link_is_down_is_critical(state, severity):
     """A pulled cable: the NIC (matched by its NetBox MAC, whatever the OS names it) has no
-    link, so the silence is not a switch that does not speak LLDP."""
-    record = _host(_eth(eno1=("storagesw", "Ethernet1")))
+    link, so the silence is not a switch that does not speak LLDP, even where the device
+    type's switches may not."""
+    record = _silent_switches(_host(_eth(eno1=("storagesw", "Ethernet1"))))
     record = replace(record, interfaces=tuple(
         replace(i, mac="02:00:00:00:00:01") if i.name == "eno1" else i
         for i in record.interfaces))
@@ -98,10 +111,29 @@ def test_a_silent_port_whose_link_is_down_is_critical(state, severity):
     assert found == {"cable.no_neighbor[eno1]": ("storagesw Ethernet1", None, severity)}
 
 
-def test_lldp_not_collected_fails_a_host_whose_provisioning_port_is_cabled():
+def test_lldp_not_collected_fails_a_host_whose_cables_it_cannot_check():
     assert _findings(_host(_eth()), HostFacts("h"))["cable.lldp"][2] == CRITICAL
     uncabled_provisioning = _host(_eth(), provisioning="eno1")
-    assert _findings(uncabled_provisioning, HostFacts("h"))["cable.lldp"][2] == WARNING
+    assert _findings(uncabled_provisioning, HostFacts("h"))["cable.lldp"][2] == CRITICAL
+    # Only where the switches send no LLDP, and the provisioning port is not cabled, it warns.
+    assert _findings(_silent_switches(uncabled_provisioning),
+                     HostFacts("h"))["cable.lldp"][2] == WARNING
+    assert _findings(_silent_switches(_host(_eth())), HostFacts("h"))["cable.lldp"][2] == CRITICAL
+
+
+def test_a_bundle_with_lldpctl_keyvalue_gives_the_same_verdict_handmade_variant():
+    """An offline bundle from other tools holds `lldpctl -f keyvalue` (hand-made from the rail
+    capture, SOURCES.md): the same neighbours, the same findings."""
+    keyvalue = (REAL / "lldpctl-keyvalue_sonic-cuos-ds730-leafs_gpu-host-rail_handmade-from-"
+                "json0.txt").read_text()
+    healthy = emulated.bundle(emulated.healthy_profile())
+    bundle = replace(healthy, outputs={**healthy.outputs, "lldpctl.json": Output(keyvalue)})
+    facts = from_bundle(bundle)
+    assert facts.lldp == LLDP
+    swapped = _host(_eth(ens108np0=("leaf02", "Ethernet184"), ens110np0=("leaf01", "Ethernet184")))
+    assert _findings(swapped, facts) == _findings(swapped, HostFacts("h", lldp=LLDP))
+    assert set(_findings(swapped, facts)) == {"cable.swapped[ens108np0]",
+                                              "cable.swapped[ens110np0]"}
 
 
 def test_an_uncabled_record_is_not_checked():
@@ -128,7 +160,8 @@ def test_the_dgx_hca_port_is_found_by_node_guid_on_its_leaf_port():
     moved = _host({"mlx5_5": ("a09-p1-ibleaf-04-04", "p18")})
     assert _findings(moved, HostFacts("h", ib_links=links)) == {
         "cable.wrong_peer[mlx5_5]": ("a09-p1-ibleaf-04-04 p18",
-                                     "MF0;A09-P1-IBLEAF-04-04:MQM9701/U1 port 17", CRITICAL)}
+                                     "MF0;A09-P1-IBLEAF-04-04:MQM9701/U1 (0x2c5eab0300b87b40) "
+                                     "port 17", CRITICAL)}
 
 
 def test_a_node_description_never_picks_a_hosts_link():
@@ -185,6 +218,92 @@ def test_a_switch_port_name_is_read_by_its_trailing_number(port, matches):
     assert ib_is(link, LinkPeer("a09-p1-ibleaf-04-04", port)) is matches
 
 
+MIXED = "ibnetdiscover_mixed-edr-fdr-qdr-sdr-switchib-sx6012_loopback-cables-stderr-line.txt"
+
+
+@pytest.mark.parametrize(("desc", "name"), [
+    ("MF0;A09-P1-IBLEAF-04-04:MQM9701/U1", "A09-P1-IBLEAF-04-04"),  # NDR Quantum-2
+    ("MF0;SLG04-16:MQM8700/U1", "SLG04-16"),  # HDR storage fabric
+    ("MF0;switch-de779e:SX6012/U1", "switch-de779e"),
+    ("MF0;SB7700:MSB7700/U1", "SB7700"),  # iblinkinfo's EDR switch
+    ("ib-i1l1s01", "ib-i1l1s01"),  # a ports report's switch, named by the site
+    ("a08-p1-dgx-04-c17 mlx5_5", "a08-p1-dgx-04-c17"),  # a host's CA
+    ("SwitchIB Mellanox Technologies", None),  # factory defaults: every such switch's
+    ("Sun DCS 36 QDR switch localhost", None),
+    ("MT4129 ConnectX7   Mellanox Technologies", None),
+])
+def test_the_name_a_real_node_description_gives(desc, name):
+    assert switch_name(desc) == name
+
+
+@pytest.mark.parametrize("capture", sorted(p.name for p in REAL.glob("ibnetdiscover*")))
+def test_no_two_switches_of_a_real_fabric_share_a_name(capture):
+    """Words every switch shares (MF0, U1, its model) are never a name: on each real fabric,
+    a name belongs to one switch only."""
+    fabric = parse_ibnetdiscover((REAL / capture).read_text())
+    switches = {(link.node_guid, link.node_desc) for link in fabric
+                if link.node_type == "switch"}
+    names = [switch_name(desc) for _, desc in switches]
+    found = [n for n in names if n is not None]
+    assert len(found) == len(set(found))
+    assert not {"MF0", "U1", "MQM9701", "MQM8700", "SX6012", "SwitchIB"} & set(found)
+
+
+@pytest.mark.parametrize("device", ["MF0", "U1", "MQM9701", "mf0;a09-p1-ibleaf-04-04"])
+def test_a_word_every_switch_shares_matches_no_switch(device):
+    link = own_links(FABRIC, [DGX_CA])["mlx5_5"]  # type: ignore[index]
+    assert not ib_is(link, LinkPeer(device, "p17"))
+
+
+def test_a_switch_port_whose_guid_netbox_keeps_is_matched_by_it():
+    """NetBox's WWN of the switch's port (EUI-64, as NetBox writes it) is the switch's GUID as
+    the map prints it: it decides, whatever the node description says."""
+    link = own_links(FABRIC, [DGX_CA])["mlx5_5"]  # type: ignore[index]
+    leaf, other = "2C:5E:AB:03:00:B8:7B:40", "2C:5E:AB:03:00:B8:7B:C0"  # -04-04, -04-02
+    assert ib_is(link, LinkPeer("a09-p1-ibleaf-04-04", "p17", leaf))
+    assert ib_is(link, LinkPeer("ib-leaf-renamed", "p17", leaf))
+    assert not ib_is(link, LinkPeer("a09-p1-ibleaf-04-04", "p18", leaf))
+    # A switch that calls itself the recorded one is not it.
+    record = _host({"mlx5_5": ("a09-p1-ibleaf-04-04", "p17")})
+    record = replace(record, interfaces=tuple(replace(i, peer=replace(i.peer, wwn=other))
+                                              for i in record.interfaces if i.peer))
+    found = _findings(record, HostFacts("h", ib_links={"mlx5_5": link}))
+    assert set(found) == {"cable.wrong_peer[mlx5_5]"}
+
+
+def test_a_switch_with_its_factory_description_is_told_by_guid_only():
+    """The mixed lab fabric's SwitchIB prints its factory node description, which names every
+    SwitchIB: only its GUID in NetBox tells which switch a host's port is on."""
+    fabric = parse_ibnetdiscover((REAL / MIXED).read_text())
+    ufm216 = replace(DGX_CA, ca="mlx5_0", node_guid="0xe41d2d030061f957")
+    link = own_links(fabric, [ufm216])["mlx5_0"]  # type: ignore[index]
+    assert (link.peer_desc, link.peer_port) == ("SwitchIB Mellanox Technologies", 34)
+    assert not ib_is(link, LinkPeer("SwitchIB", "34"))
+    assert ib_is(link, LinkPeer("ib-edr-1", "34", "E4:1D:2D:03:00:03:E4:70"))
+
+
+def test_a_hca_port_without_a_link_is_reported_as_such():
+    """The GB200 HCA found no links: it is in the map without one, so its port is reported as
+    having no link; a CA the map lacks is reported as seeing no one."""
+    fabric = parse_ibnetdiscover(
+        (REAL / "ibnetdiscover_gb200-cx-hca_isolated-ca-no-links.txt").read_text())
+    gb200 = replace(DGX_CA, ca="mlx5_0", node_guid="0xb8e92403009ca838")
+    record = _host({"mlx5_0": ("ib-leaf-1", "p1")})
+    assert _findings(record, HostFacts("h", ib_links=own_links(fabric, [gb200]))) == {
+        "cable.no_neighbor[mlx5_0]": ("ib-leaf-1 p1", "no link", CRITICAL)}
+    assert _findings(record, HostFacts("h", ib_links={})) == {
+        "cable.no_neighbor[mlx5_0]": ("ib-leaf-1 p1", None, CRITICAL)}
+
+
+def test_of_a_cas_ports_the_linked_one_is_its_link():
+    """The Sun capture's 2-port HCA is cabled on port 2 only: port 1 is in the map without a
+    link, and the CA's link (ib_links are by CA) is port 2's, whichever the map lists last."""
+    fabric = parse_ibnetdiscover((REAL / "ibnetdiscover_qdr-sun-dcs36_single-link.txt").read_text())
+    ports = [replace(DGX_CA, ca="mlx4_0", node_guid="0x0003ba000100e388", port=n) for n in (1, 2)]
+    links = own_links(fabric, ports)
+    assert links is not None and (links["mlx4_0"].port, links["mlx4_0"].peer_port) == (2, 23)
+
+
 def test_a_ports_report_finds_a_ca_by_its_port_guid():
     report = parse_ibnetdiscover(
         (REAL / "ibnetdiscover-p_edr-osc-cluster_excerpt-with-unconnected-ports.txt").read_text())
@@ -206,6 +325,12 @@ def test_record_cables_takes_only_uncabled_ports_of_a_host_that_is_itself():
     heard = (replace(LLDP[1], interface="eno2"),)  # LEAF03 Ethernet184, as if heard on eno2
     seen = links_to_record(uncabled, replace(facts, lldp=heard))
     assert [(s.interface, s.port) for s in seen] == [("eno2", "Ethernet184"), ("mlx5_0", 1)]
-    assert "ib-leaf-u01-1-0" in seen[1].devices and seen[0].devices == ("LEAF03",)
+    assert seen[1].devices == ("ib-leaf-u01-1-0",) and seen[0].devices == ("LEAF03",)
+    # A port the map shows without a link sees no switch port to record.
+    assert facts.ib_links is not None
+    unlinked = replace(facts.ib_links["mlx5_0"], peer_guid="", peer_type="", peer_desc="",
+                       peer_port=None, width="", speed="")
+    no_link = replace(facts, lldp=heard, ib_links={**facts.ib_links, "mlx5_0": unlinked})
+    assert [s.interface for s in links_to_record(uncabled, no_link)] == ["eno2"]
     wrong = replace(facts, system=replace(facts.system, serial="S999"))
     assert links_to_record(uncabled, wrong) == []

@@ -733,7 +733,7 @@ FAULT_CHECKS: dict[str, Callable[[hwemu.Profile, hwemu.Profile], bool]] = {
         "MF0;ib-leaf-x-1-3:MQM9700/U1", 35),
     "ib-link-degraded": lambda p, _h: (_fabric(p)["mlx5_4"].speed == "HDR"
                                          and _check_ib_rate(p, "mlx5_4")),
-    "link-no-neighbor": lambda p, _h: "mlx5_7" not in _fabric(p),
+    "link-no-neighbor": lambda p, _h: not _fabric(p)["mlx5_7"].linked,
     # The in-band cable is real (racklift.lab.leaf moves it; test_lab sees it in lldpd): the
     # profile only records the fault, so that heal puts the cable back.
     **{kind: lambda p, _h, kind=kind: kind in p.faults for kind in hwemu.ETHERNET_FAULTS},

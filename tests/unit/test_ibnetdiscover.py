@@ -1,7 +1,7 @@
 """ibnetdiscover's fabric map on real captures (tests/fixtures/real/SOURCES.md): an NDR
 Quantum-2 DGX fabric, an HDR storage fabric with EDR storage HCAs, a mixed EDR/FDR/QDR/SDR lab
 fabric with loopback cables and a warning before the header, a QDR switch, a GB200 HCA that
-found no links; and hostile input."""
+found no links (each CA port without a link kept as such); and hostile input."""
 
 from collections import Counter
 from pathlib import Path
@@ -47,19 +47,27 @@ def test_an_hdr_storage_fabric_with_edr_hcas_on_hdr_leaves():
 def test_mixed_speeds_loopback_cables_and_a_warning_before_the_header():
     links = _links(
         "ibnetdiscover_mixed-edr-fdr-qdr-sdr-switchib-sx6012_loopback-cables-stderr-line.txt")
-    assert {link.speed for link in links} == {"EDR", "FDR", "QDR", "SDR"}
+    assert {link.speed for link in links if link.linked} == {"EDR", "FDR", "QDR", "SDR"}
+    # 2-port CAs with one port cabled: the other is in the map without a link.
+    assert {(link.node_desc, link.port) for link in links if not link.linked} == {
+        ("r-ufm111 HCA-1", 1), ("r-ufm101 HCA-2", 2), ("r-ufm100 HCA-2", 2)}
     loops = [link for link in links if link.node_guid == link.peer_guid]
     assert {(link.port, link.peer_port) for link in loops} >= {(1, 2), (2, 1), (19, 21)}
     (sdr,) = [link for link in links if link.speed == "SDR" and link.node_type == "switch"]
     assert (sdr.port, sdr.peer_desc) == (8, "r-ufm96 HCA-1")
 
 
-def test_a_qdr_switch_and_an_hca_without_links():
-    switch, ca = _links("ibnetdiscover_qdr-sun-dcs36_single-link.txt")
+def test_a_qdr_switch_and_cas_with_ports_without_links():
+    """ibnetdiscover prints a port only with its link: a CA's other ports are in the map without
+    one, so a host whose HCA port has no link is reported as such, not as absent."""
+    switch, ca, unlinked = _links("ibnetdiscover_qdr-sun-dcs36_single-link.txt")
     assert (switch.node_desc, switch.port, switch.peer_port, switch.speed) == (
         "Sun DCS 36 QDR switch localhost", 23, 2, "QDR")
-    assert (ca.node_type, ca.peer_guid) == ("ca", "0x0021283a8389a0a0")
-    assert _links("ibnetdiscover_gb200-cx-hca_isolated-ca-no-links.txt") == ()
+    assert (ca.node_type, ca.port, ca.peer_guid) == ("ca", 2, "0x0021283a8389a0a0")
+    assert (unlinked.node_desc, unlinked.port, unlinked.linked) == ("nsn33-43 HCA-1", 1, False)
+    (isolated,) = _links("ibnetdiscover_gb200-cx-hca_isolated-ca-no-links.txt")
+    assert (isolated.node_guid, isolated.node_type, isolated.port, isolated.peer_port) == (
+        "0xb8e92403009ca838", "ca", 1, None)
 
 
 @pytest.mark.parametrize("text", [
@@ -76,7 +84,10 @@ def test_what_is_no_fabric_map_is_refused(text):
 
 def test_the_ports_report_with_unconnected_ports():
     links = _links("ibnetdiscover-p_edr-osc-cluster_excerpt-with-unconnected-ports.txt")
-    assert len(links) == 7  # the two unconnected switch ports (speed ??? and SDR) are no links
+    # The two unconnected switch ports (speed ??? and SDR) are ports without a link.
+    assert {(link.node_desc, link.port) for link in links if not link.linked} == {
+        ("ib-i4l1s01", 37), ("ib-i7l2s01", 80)}
+    assert len(links) == 9
     (o0001,) = [link for link in links if link.node_desc == "o0001 HCA-1"]
     assert (o0001.node_guid, o0001.node_type, o0001.port) == ("0x7cfe9003003b4bde", "ca", 1)
     assert (o0001.peer_desc, o0001.peer_port, o0001.peer_type) == ("ib-i1l1s01", 10, "switch")

@@ -1,6 +1,7 @@
 """lldpctl's JSON: json0 from real captures (Cumulus, SONiC, H3C, Palo Alto and Ubuntu lldpd
 neighbours, tests/fixtures/real/SOURCES.md), the collapsed json form of the same documents, the
-json form from old SONiC with a Juniper neighbour and from the lab's own lldpd, and hostile
+json form from old SONiC with a Juniper neighbour and from the lab's own lldpd; its keyvalue
+form from real captures (Cisco, Juniper) and one made from a json0 capture; and hostile
 input."""
 
 import json
@@ -9,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from racklift.facts.parsers import ParseError
-from racklift.facts.parsers.lldp import parse_lldpctl_json
+from racklift.facts.parsers.lldp import parse_lldpctl, parse_lldpctl_json, parse_lldpctl_keyvalue
+from racklift.tasks.verify import PARSERS
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real"
 JSON0 = sorted(REAL.glob("lldpctl-json0_*.json"))
@@ -116,3 +118,66 @@ def test_no_neighbours_is_an_empty_answer():
 def test_what_is_no_lldpctl_json_is_refused(text):
     with pytest.raises(ParseError):
         parse_lldpctl_json(text)
+
+
+def _keyvalue(name: str):
+    return parse_lldpctl_keyvalue((REAL / f"lldpctl-keyvalue_{name}.txt").read_text())
+
+
+def test_keyvalue_with_a_cisco_description_over_several_lines():
+    (cisco,) = _keyvalue("cisco-c2960x-neighbor_multiline-descr")
+    assert (cisco.interface, cisco.chassis_name, cisco.chassis_id_type, cisco.chassis_id,
+            cisco.port_id_type, cisco.port_id, cisco.port_descr, cisco.mgmt_ips) == (
+        "eno1", "s35-b12.dc3", "mac", "38:20:56:67:90:80", "ifname", "Gi1/0/29",
+        "GigabitEthernet1/0/29", ("10.43.31.35",))
+    assert cisco.system_descr is not None and cisco.system_descr.splitlines() == [
+        "Cisco IOS Software, C2960X Software (C2960X-UNIVERSALK9-M), Version 15.0(2a)EX5, "
+        "RELEASE SOFTWARE (fc3)", "Technical Support: http://www.cisco.com/techsupport",
+        "Copyright (c) 1986-2015 by Cisco Systems, Inc.",
+        "Compiled Mon 16-Feb-15 08:16 by prod_rel_team"]
+
+
+def test_keyvalue_with_juniper_neighbours_sending_their_ifindex():
+    """Junos sends the port's SNMP ifIndex as a local port id and its name as the description,
+    as in the JSON capture of a Juniper neighbour."""
+    f06, f05 = _keyvalue("juniper-qfx5100-2-neighbors_port-local-ifindex")
+    assert [(n.interface, n.chassis_name, n.port_id_type, n.port_id, n.port_descr)
+            for n in (f06, f05)] == [("eth0", "sw-filer-f06.dc42", "local", "512", "xe-0/0/1"),
+                                     ("eth1", "sw-filer-f05.dc42", "local", "512", "xe-0/0/1")]
+    assert f05.mgmt_ips == ("10.192.192.115",) and f05.system_descr.startswith("Juniper")
+
+
+def test_keyvalue_and_json0_of_the_same_neighbours_agree_handmade_variant():
+    """The rail capture's json0, written as lldpctl's keyvalue writer writes the same tree
+    (SOURCES.md): the same neighbours, whichever the format; `racklift parse lldpctl` and the
+    bundle reader take either."""
+    json0 = (REAL / "lldpctl-json0_sonic-cuos-ds730-leafs_gpu-host-rail.json").read_text()
+    keyvalue = (REAL / "lldpctl-keyvalue_sonic-cuos-ds730-leafs_gpu-host-rail_handmade-from-"
+                "json0.txt").read_text()
+    assert parse_lldpctl_keyvalue(keyvalue) == parse_lldpctl_json(json0)
+    assert PARSERS["lldpctl"] is parse_lldpctl
+    assert parse_lldpctl(keyvalue) == parse_lldpctl(json0) == parse_lldpctl_json(json0)
+
+
+def test_keyvalue_with_two_neighbours_on_one_interface_handmade_variant():
+    """Hand-made from the Juniper capture: both switches heard on eth0 (a hub, or a switch
+    relaying LLDP): each neighbour begins at its `via`."""
+    text = (REAL / "lldpctl-keyvalue_juniper-qfx5100-2-neighbors_port-local-ifindex.txt")
+    f06, f05 = parse_lldpctl_keyvalue(text.read_text().replace("lldp.eth1.", "lldp.eth0."))
+    assert [(n.interface, n.chassis_name) for n in (f06, f05)] == [
+        ("eth0", "sw-filer-f06.dc42"), ("eth0", "sw-filer-f05.dc42")]
+
+
+@pytest.mark.parametrize("text", [
+    "",
+    "\n\n",
+    "rm -rf /\n",
+    "lldp.eth0\n",
+    "lldpctl: unable to connect to lldpd daemon\n",
+    "lldp.eth0.chassis.name=" + "x" * 300 + "\n",
+    "lldp.eth0.via=LLDP\nlldp.eth0.chassis.descr=a\n" + "b" * 5000 + "\n",
+    "".join(f"lldp.e{n}.via=LLDP\n" for n in range(1025)),
+])
+def test_what_is_no_lldpctl_keyvalue_is_refused(text):
+    with pytest.raises(ParseError):
+        parse_lldpctl(text)

@@ -20,7 +20,8 @@ Layout of `<bundle>/<host>/`:
     packages.txt         dpkg-query -W (package, version, status)
     services.txt         systemctl is-active of fabric manager, persistenced, docker, containerd
     df.txt               df -P -B1 / /var
-    lldpctl.json         lldpctl -f json (the Ethernet neighbours lldpd heard)
+    lldpctl.json         lldpctl -f json (the Ethernet neighbours lldpd heard); a bundle
+                         made by hand may hold -f keyvalue there (netbox-agent's)
     ibnetdiscover.txt    ibnetdiscover (the InfiniBand fabric map, this host's links in it)
     container-check.json verify only: container_check.py's steps (a GPU container pulled
                          through the registry mirror, run with the nvidia runtime)

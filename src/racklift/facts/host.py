@@ -79,9 +79,9 @@ class HostFacts:
     nvlinks: tuple[NvlinkFacts, ...] | None = None  # per GPU; (): no NVLink; None: not collected
     # nvidia-smi nvlink -e, read twice (reading 0, then 1); (): no NVLink; None: not collected
     nvlink_errors: tuple[NvlinkErrors, ...] | None = None
-    lldp: tuple[LldpNeighbor, ...] | None = None  # lldpctl -f json; None: not collected
-    # Each local CA's link in the fabric map (ibnetdiscover), by CA name: found by the node or
-    # port GUID the host's own ibstat gives (own_links). None: no map collected.
+    lldp: tuple[LldpNeighbor, ...] | None = None  # lldpctl (json, keyvalue); None: not collected
+    # Each local CA's port in the fabric map (ibnetdiscover), its link or none, by CA name:
+    # found by the node or port GUID the host's own ibstat gives (own_links). None: no map.
     ib_links: dict[str, IbLink] | None = None
 
     def nic(self, name: str) -> NICFacts | None:
@@ -268,13 +268,18 @@ def own_links(fabric: tuple[IbLink, ...] | None,
               ports: list[HCAPortFacts]) -> dict[str, IbLink] | None:
     """The links of this host's CAs in a fabric map: the GUID (the node's, or the port's as
     `ibnetdiscover -p` prints a CA port's) and port number that its own ibstat gives pick the
-    record. A node description is what a host says of itself, so it never picks one."""
+    record. A node description is what a host says of itself, so it never picks one. A port
+    the map shows without a link is kept as such; of a CA's ports, a linked one is its link."""
     if fabric is None:
         return None
     ours = {(guid, p.port): p.ca for p in ports if not p.is_vf
             for guid in (p.node_guid, p.port_guid) if guid}
-    return {ours[(link.node_guid, link.port)]: link for link in fabric
-            if link.node_type == "ca" and (link.node_guid, link.port) in ours}
+    found: dict[str, IbLink] = {}
+    for link in fabric:
+        ca = ours.get((link.node_guid, link.port)) if link.node_type == "ca" else None
+        if ca is not None and (link.linked or ca not in found):
+            found[ca] = link
+    return found
 
 
 def from_bundle(bundle: Bundle) -> HostFacts:
@@ -314,7 +319,7 @@ def from_bundle(bundle: Bundle) -> HostFacts:
                         missing, None),
         nvlink_errors=_parsed(parsers.parse_nvidia_smi_nvlink_errors, bundle,
                               "nvidia-smi-nvlink-e.txt", missing, None),
-        lldp=_parsed(parsers.parse_lldpctl_json, bundle, "lldpctl.json", missing, None),
+        lldp=_parsed(parsers.parse_lldpctl, bundle, "lldpctl.json", missing, None),
         ib_links=own_links(_parsed(parsers.parse_ibnetdiscover, bundle, "ibnetdiscover.txt",
                                    missing, None), ports),
         not_collected=tuple(missing),

@@ -221,17 +221,36 @@ class NvlinkErrors(_Facts):
         return {(link, name): value for link, name, value in self.counters}
 
 
+# DCGM's tests by the name `dcgmi diag -r` takes (and 4.x prints), each with the least run
+# level that runs it (DCGM 2.x to 4.x; sm_stress is 2.x's, eud a package of its own).
+DCGM_TEST_LEVELS = {"software": 1, "pcie": 2, "memory": 2, "diagnostic": 3,
+                    "targeted_stress": 3, "targeted_power": 3, "memory_bandwidth": 3,
+                    "sm_stress": 3, "eud": 3, "pulse_test": 4, "memtest": 4}
+# 2.x's and 3.x's titles whose name is not the title in lower case with underscores.
+_DCGM_TITLES = {"gpu_memory": "memory", "eud_test": "eud"}
+
+
 @dataclass(frozen=True, slots=True)
 class DcgmTest(_Facts):
     """One test of a ``dcgmi diag`` run: its overall result, each GPU's where it names them,
     and the warnings, errors and notes it printed."""
 
     category: str  # "Deployment", "Integration", "Hardware", "Stress"; "" where none is named
-    name: str  # "PCIe", "GPU Memory", "memory", "Targeted Stress", ...
+    name: str  # "PCIe", "GPU Memory", "memory", "Targeted Stress", ...; "run": the run's own
     result: str  # "Pass", "Fail", "Skip", "Warn", "Error"
     gpus: tuple[tuple[int, str], ...] = ()  # (GPU index, its result) where the run names them
     warnings: tuple[str, ...] = ()  # "Warning" and "Error" rows, each row's wrapped lines joined
     info: tuple[str, ...] = ()
+
+    @property
+    def test(self) -> str:
+        """The test's name as `dcgmi diag -r` takes it ("memory" for 3.x's "GPU Memory"); 2.x
+        and 3.x print each deployment check on a row of its own: together they are
+        "software"."""
+        if self.category == "Deployment":
+            return "software"
+        name = "_".join(self.name.lower().replace("-", " ").split())
+        return _DCGM_TITLES.get(name, name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,6 +264,13 @@ class DcgmDiag(_Facts):
     @property
     def failed(self) -> tuple[DcgmTest, ...]:
         return tuple(t for t in self.tests if t.result in ("Fail", "Error"))
+
+    @property
+    def level(self) -> int | None:
+        """The run level the output is of: the highest of the tests it prints, skipped ones
+        too (a run prints every test of its level); None where it prints none DCGM has."""
+        return max((DCGM_TEST_LEVELS[t.test] for t in self.tests if t.test in DCGM_TEST_LEVELS),
+                   default=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,15 +334,39 @@ class LldpNeighbor(_Facts):
 
 @dataclass(frozen=True, slots=True)
 class IbLink(_Facts):
-    """One port's link in ``ibnetdiscover``'s fabric map, as seen from that port's node."""
+    """One port of a node in a fabric map (``ibnetdiscover``, ``iblinkinfo``), as seen from
+    that port's node: the link it trained and the port at the far end, or no link at all."""
 
     node_guid: str  # "0x2c5eab0300b87b40"
     node_type: str  # "switch" | "ca" | "router"
     node_desc: str  # "MF0;A09-P1-IBLEAF-04-04:MQM9701/U1", "a08-p1-dgx-04-c01 mlx5_5"
     port: int
-    peer_guid: str
-    peer_type: str
+    peer_guid: str  # the far end's node GUID; "" where the tool does not print it or no link
+    peer_type: str  # "" likewise
     peer_desc: str
-    peer_port: int
-    width: str  # "4x"
-    speed: str  # "NDR", "HDR", "EDR", "FDR10", ...
+    peer_port: int | None  # None: the port has no link
+    width: str  # "4x"; "" without a link
+    speed: str  # "NDR", "HDR", "EDR", "FDR10", ...; "" without a link
+    # The port's logical and physical state where the tool prints them (iblinkinfo: "Active",
+    # "Initialize", "Armed", "Down"; "LinkUp", "Polling", "Disabled"); None: not printed
+    # (ibnetdiscover maps links, not their states).
+    state: str | None = None
+    phys_state: str | None = None
+
+    @property
+    def linked(self) -> bool:
+        return self.peer_port is not None
+
+    @property
+    def state_shown(self) -> str | None:
+        """"Initialize/LinkUp"; None where the tool printed no state."""
+        if self.state is None:
+            return None
+        return "/".join(s for s in (self.state, self.phys_state) if s)
+
+    @property
+    def up(self) -> bool:
+        """Whether the port is a good link as far as the tool tells: linked, and Active/LinkUp
+        where it prints the state."""
+        return self.linked and self.state in (None, "Active") \
+            and self.phys_state in (None, "LinkUp")

@@ -6,8 +6,8 @@ newer GPUs: code, mnemonic, description, "Resolution Bucket (Immediate Action)",
 "Resolution Bucket (Investigatory Action)"). Names and buckets below are copied from that
 table; ``action`` is our one-line reading of the bucket and the catalog's trigger notes.
 
-Severity is racklift's, for admitting a host to the pool. It follows the immediate-action
-bucket:
+Severity is racklift's, for a host in the pool (admission is stricter, below). It follows
+the immediate-action bucket:
 
 * ``critical``: RESTART_BM, RESET_GPU, CHECK_MECHANICALS, RESTART_VM, UPDATE_SWFW, XID_154,
   and the WORKFLOW_* buckets (XID_48, NVLINK_ERR, NVLINK5_ERR): the GPU or host needs an
@@ -23,7 +23,18 @@ precedes uncorrectable errors) and 157 (no spare resources left) are ``warning``
 
 Xid 144-150 are the NVLink5 (B100/GB200) units; their real severity depends on the
 IntrInfo sub-code and error status of each message (the catalog's per-subcode table), which
-is not decoded here: they are ``critical`` until looked at.
+is not decoded here: they are ``critical``, except where the driver's message calls the
+error "Nonfatal" (``warning``; the kernel-log parser reads it).
+
+The gate judges an Xid by the host's NetBox status (:func:`admission_severity`):
+
+* at admission (any status but ``active``: a host being provisioned or reimaged), a host must
+  be clean: an Xid outside the application's own bucket (RESTART_APP) refuses it, whatever
+  its severity above or the driver's word, unless the device type's config context lists its
+  number in ``racklift.hardware.tolerated_xids``; a listed or RESTART_APP Xid keeps its
+  severity.
+* on an ``active`` host (drift), the severity above, with the driver's word on 144-150,
+  decides.
 
 SXid (NVSwitch) errors: NVIDIA publishes no per-code catalog for Hopper-generation
 NVSwitches that racklift keeps; the driver itself prints the class of each SXid in the
@@ -33,6 +44,7 @@ message carries no class as critical.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 CATALOG_URL = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
@@ -41,6 +53,7 @@ CRITICAL = "critical"
 WARNING = "warning"
 INFO = "info"
 SEVERITIES = (CRITICAL, WARNING, INFO)
+APP_BUCKET = "RESTART_APP"  # the application's fault: the only bucket a host is admitted with
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +187,15 @@ def classify_xid(code: int | None) -> XidInfo:
         f"({CATALOG_URL}).",
         known=False,
     )
+
+
+def admission_severity(code: int | None, severity: str, tolerated: Collection[int]) -> str:
+    """The severity of Xid ``code`` (``severity``: the catalog's and the driver's) for a host
+    being admitted: ``critical`` unless it is the application's (RESTART_APP) or
+    ``tolerated``."""
+    if code in tolerated or classify_xid(code).bucket == APP_BUCKET:
+        return severity
+    return CRITICAL
 
 
 def classify_sxid(code: int | None, message: str = "") -> XidInfo:

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from functools import cache
 from typing import Any
 
+from racklift.facts.observed import DCGM_TEST_LEVELS
 from racklift.imaging.deploy_data import DISK_HINT, IMAGE_NAME_RE, disk_identity
 from racklift.imaging.diskimage import IMAGE_NAME
 
@@ -171,6 +172,19 @@ class Hardware:
         lambda v: type(v) in (int, float) and 0 < v <= 1000,
         "set it to each NVLink's speed in GB/s as `nvidia-smi nvlink -s` prints it, e.g. "
         "26.562, or null", True))
+    # Xids a host of this type may have logged and still be admitted: at admission any other
+    # Xid outside NVIDIA's RESTART_APP bucket refuses the host (racklift.facts.xid).
+    tolerated_xids: tuple[int, ...] = setting((), Rule(
+        lambda v: isinstance(v, list) and len(v) <= 64
+        and all(type(x) is int and 0 < x < 1000 for x in v),
+        "set it to a list of at most 64 Xid numbers that a host of this type may have logged "
+        "and still be admitted, e.g. [144, 145], or []"))
+    # Whether the switches this type's Ethernet ports are cabled to speak LLDP: then a port
+    # whose link is up and hears no one refuses the host, as does no LLDP collected. True
+    # unless set: a cable the gate cannot check is no cable it admits.
+    lldp_switches: bool = setting(True, flag(
+        "true where the Ethernet switches of this type's hosts send LLDP, false where they "
+        "do not (a silent port then warns)"))
 
 
 def _positive(high: float) -> Callable[[Any], bool]:
@@ -192,6 +206,28 @@ class Acceptance:
     rdma_gbps: float | None = setting(None, Rule(
         _positive(10_000), "set it to the least average bandwidth in Gb/s that ib_write_bw "
         "must reach on each HCA port (e.g. 370 on NDR), or null", True))
+    # The DCGM tests that must run and pass, by the names `dcgmi diag -r` takes: DCGM skips a
+    # test it cannot run (on some GPUs, or without its package), and a skip is no pass.
+    # Null: the level's DCGM_DEFAULTS.
+    dcgm_required: tuple[str, ...] | None = setting(None, Rule(
+        lambda v: isinstance(v, list) and len(v) <= 16
+        and all(isinstance(t, str) and t in DCGM_TEST_LEVELS for t in v),
+        f"set it to a list of DCGM's test names ({', '.join(DCGM_TEST_LEVELS)}), e.g. "
+        "[\"software\", \"pcie\"], or null for the level's defaults", True))
+    # dcgm_required's default at each level, with the levels below it: what DCGM 3.x and 4.x
+    # run on every datacenter GPU (not the EUD, a package of its own, nor 2.x's SM Stress).
+    DCGM_DEFAULTS = (("software",), ("pcie", "memory"),
+                     ("diagnostic", "targeted_stress", "targeted_power", "memory_bandwidth"),
+                     ("pulse_test", "memtest"))
+
+    @property
+    def dcgm_tests(self) -> tuple[str, ...]:
+        """The DCGM tests that must run and pass: dcgm_required, else the level's defaults."""
+        if self.dcgm_level is None:
+            return ()
+        if self.dcgm_required is not None:
+            return self.dcgm_required
+        return tuple(t for level in self.DCGM_DEFAULTS[:self.dcgm_level] for t in level)
 
     @property
     def asks(self) -> bool:

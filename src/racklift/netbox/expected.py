@@ -46,6 +46,7 @@ class LinkPeer:
 
     device: str
     port: str
+    wwn: str | None = None  # an InfiniBand switch's GUID, where NetBox keeps it on the port
 
     def __str__(self) -> str:
         return f"{self.device} {self.port}"

@@ -50,7 +50,7 @@ IFACE_TEMPLATE_FIELDS = ("id", "device_type", "name", "type", "mgmt_only")
 ITEM_TEMPLATE_FIELDS = ("id", "device_type", "name", "role", "manufacturer", "part_id")
 DEVICE_TYPE_FIELDS = ("id", "manufacturer", "model", "slug", "part_number")
 CABLE_END_FIELDS = ("id", "cable", "cable_end", "termination_type", "termination_id")
-PEER_FIELDS = ("id", "name", "device")
+PEER_FIELDS = ("id", "name", "device", "wwn")
 
 
 @dataclass(frozen=True)
@@ -421,10 +421,10 @@ INTERFACE_TYPE = "dcim.interface"  # a cable termination's type when it ends on 
 
 
 def port_names(raw: RawModel) -> dict[int, LinkPeer]:
-    """Every interface the model read, as a cable's far end names it: device and port."""
+    """Every interface the model read, as a cable's far end names it: device, port, WWN."""
     devices = {d["id"]: d.get("name") for d in raw.devices}
     return {i["id"]: LinkPeer(_name(i.get("device")) or devices.get(ref_id(i, "device"))
-                              or f"device-{ref_id(i, 'device')}", i["name"])
+                              or f"device-{ref_id(i, 'device')}", i["name"], i.get("wwn") or None)
             for i in (*raw.interfaces, *raw.peer_interfaces)}
 
 

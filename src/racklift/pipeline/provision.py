@@ -55,7 +55,7 @@ from racklift.pipeline.progress import Progress
 from racklift.pipeline.scheduler import is_drained
 from racklift.pipeline.state import KEEP, Transition, apply, read_stages
 from racklift.runs import new_run_dir
-from racklift.verify.acceptance import asks_acceptance
+from racklift.verify.acceptance import acceptance_problems, asks_acceptance
 from racklift.verify.gate import gate
 from racklift.verify.verdict import VERIFIED_FIELD, journal_line
 
@@ -80,6 +80,8 @@ def _preflight(h: HostRun) -> None:
     problems = [f"{p.field}: {p.message}" for p in h.host.problems]
     if IMAGE in h.plan.stages:
         problems += [f"{p.field}: {p.message}" for p in imaging_problems(h.host)]
+    if ACCEPT in h.plan.stages:
+        problems += [f"{p.field}: {p.message}" for p in acceptance_problems(h.host)]
     if problems:
         h.result, h.reached, h.error = PREFLIGHT, "preflight", "; ".join(problems)
 

@@ -38,7 +38,7 @@ PARSERS = {
     "dmidecode": parsers.parse_dmidecode,
     "lspci": parsers.parse_lspci,
     "dmesg": parsers.parse_dmesg,
-    "lldpctl": parsers.parse_lldpctl_json,
+    "lldpctl": parsers.parse_lldpctl,  # -f json, json0 or keyvalue
     "ibnetdiscover": parsers.parse_ibnetdiscover,
     "iblinkinfo": parsers.parse_iblinkinfo,
     "dcgmi-diag": parsers.parse_dcgmi_diag,

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from racklift.facts.host import HostFacts
 from racklift.facts.observed import GPUFacts, KernelEvent
+from racklift.facts.xid import admission_severity
 from racklift.netbox.expected import ExpectedHost
 from racklift.verify.check import CRITICAL, OK, UNKNOWN, WARNING, Check, CheckResult
 from racklift.verify.containers import registry_mirror
@@ -83,14 +84,35 @@ def _event_text(e: KernelEvent) -> str:
             f"{f' ({', '.join(also)})' if also else ''}: {e.message}")
 
 
+def admitting(expected: ExpectedHost) -> bool:
+    """Whether the gate is admitting the host (provisioned or reimaged), not checking an
+    `active` one for drift."""
+    return expected.status != "active"
+
+
+def _severity(event: KernelEvent, expected: ExpectedHost) -> str:
+    """The event's severity for this host: one being admitted must be clean of Xids
+    (racklift.facts.xid)."""
+    if event.kind != "xid" or not admitting(expected):
+        return event.severity
+    tolerated = expected.desired.hardware.tolerated_xids if expected.desired else ()
+    return admission_severity(event.code, event.severity, tolerated)
+
+
 def kernel_log(expected: ExpectedHost, facts: HostFacts) -> CheckResult:
     name = "kernel.gpu_errors"
     if any(n.startswith("dmesg.txt") for n in facts.not_collected):
         return CheckResult(name, UNKNOWN, "kernel log not readable (dmesg needs root)")
-    critical = [e for e in facts.kernel_events if e.severity == "critical"]
-    warnings = [e for e in facts.kernel_events if e.severity == "warning"]
+    judged = [(e, _severity(e, expected)) for e in facts.kernel_events]
+    critical = [e for e, severity in judged if severity == "critical"]
+    warnings = [e for e, severity in judged if severity == "warning"]
     if critical:
-        return CheckResult(name, CRITICAL, "; ".join(map(_event_text, critical[:5])))
+        # Xids only the admission rule makes critical: say why, and how to tolerate them.
+        raised = sorted({e.code for e, severity in judged if severity != e.severity
+                         and e.code is not None})
+        why = (f"; a host being admitted must be clean of Xid {', '.join(map(str, raised))} "
+               "unless racklift.hardware.tolerated_xids lists them") if raised else ""
+        return CheckResult(name, CRITICAL, "; ".join(map(_event_text, critical[:5])) + why)
     if warnings:
         return CheckResult(name, WARNING, f"{len(warnings)} non-fatal events, first: "
                            f"{warnings[0].line.strip()}")
@@ -123,9 +145,11 @@ def fabric_manager(expected: ExpectedHost, facts: HostFacts) -> CheckResult:
     name = "gpu.fabric_manager"
     if expected.desired is None:
         return CheckResult(name, UNKNOWN, "the config context does not parse: whether the "
-                           "device type has NVSwitches is unknown")
-    if not expected.desired.hardware.nvswitch:
-        return CheckResult(name, OK, "no NVSwitch in this system")
+                           "host runs fabric manager is unknown")
+    # The desired state's one answer, the one the nvidia_driver role is given (role_vars).
+    if not expected.desired.fabric_manager:
+        return CheckResult(name, OK, "fabric manager not wanted (racklift.hardware.nvswitch, "
+                           "racklift.nvidia_driver.fabricmanager)")
     state = facts.services.get("nvidia-fabricmanager")
     if state == "active":
         return CheckResult(name, OK, "nvidia-fabricmanager active")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from racklift.facts.host import HostFacts
 from racklift.netbox.client import NetBox
 from racklift.netbox.expected import ExpectedHost
-from racklift.verify.cabling import DESC_PARTS, PORT_NUMBER, ib_links_by_port
+from racklift.verify.cabling import PORT_NUMBER, ib_links_by_port, switch_name
 from racklift.verify.compare import identity
 from racklift.verify.ports import match_nics
 
@@ -27,7 +27,8 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,63}")  # what may be a device
 @dataclass(frozen=True)
 class SeenLink:
     """A host port NetBox has no cable for, and the switch port it sees: `devices` the names
-    the far end may have (a node description's parts), `port` its name or number."""
+    the far end may have (the name its node description or LLDP gives), `port` its name or
+    number."""
 
     host_id: int
     interface: str
@@ -48,9 +49,9 @@ def links_to_record(expected: ExpectedHost, facts: HostFacts) -> list[SeenLink]:
             continue
         if iface.is_infiniband:
             link = ib_links.get(iface.name)
-            if link is not None:
-                parts = tuple(p for p in DESC_PARTS.split(link.peer_desc) if _NAME.fullmatch(p))
-                found.append(SeenLink(expected.netbox_id, iface.name, parts, link.peer_port))
+            if link is not None and link.peer_port is not None \
+                    and (name := switch_name(link.peer_desc)) and _NAME.fullmatch(name):
+                found.append(SeenLink(expected.netbox_id, iface.name, (name,), link.peer_port))
             continue
         heard = [n for n in facts.lldp or () if n.interface == nics.get(iface.name, iface.name)]
         if len(heard) == 1 and heard[0].chassis_name:

@@ -30,7 +30,7 @@ from racklift.facts.parsers.infiniband import (
     parse_sysfs_infiniband,
 )
 from racklift.facts.parsers.kernel_log import parse_dmesg
-from racklift.facts.parsers.lldp import parse_lldpctl_json
+from racklift.facts.parsers.lldp import parse_lldpctl, parse_lldpctl_json
 from racklift.facts.parsers.lspci import nvidia_gpus_on_pci, parse_lspci
 from racklift.facts.parsers.nccl_tests import parse_nccl_tests
 from racklift.facts.parsers.nvidia_smi import (
@@ -60,6 +60,7 @@ __all__ = [
     "parse_ibnetdiscover",
     "parse_ibstat",
     "parse_ibv_devinfo",
+    "parse_lldpctl",
     "parse_lldpctl_json",
     "parse_lscpu_json",
     "parse_lspci",

@@ -91,7 +91,7 @@ class _Table:
                           tuple(_joined(m) for m in t["warnings"]),
                           tuple(_joined(m) for m in t["info"])) for t in self.tests]
         if self.orphans:
-            tests.insert(0, DcgmTest("", "diagnostic", "Error",
+            tests.insert(0, DcgmTest("", "run", "Error",
                                      warnings=tuple(_joined(m) for m in self.orphans)))
         return DcgmDiag(self.meta.get("DCGM Version"), self.meta.get("Driver Version Detected"),
                         tuple(tests))

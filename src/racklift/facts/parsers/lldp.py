@@ -1,26 +1,43 @@
-"""``lldpctl -f json`` and ``-f json0``: the neighbours lldpd heard, per local interface.
+"""``lldpctl``: the neighbours lldpd heard, per local interface, from ``-f json``, ``-f json0``
+or ``-f keyvalue`` (what netbox-agent and many runbooks capture), the same facts from each.
 
 json0 keeps one layout (every value a list of ``{"value": ...}``, interfaces a list with a
 ``name``). json collapses it (lldpd 0.9.7 and later): a one-element list becomes its element, an
 object holding only ``value`` becomes the bare string, and an object with a ``name`` is keyed by
 it, so interfaces are a list of one-key objects, or one object when there is one interface, and
-a chassis with a system name is ``{"leaf01": {...}}``. Formats follow the real captures in
-tests/fixtures/real (Cumulus, SONiC, H3C, Palo Alto, Ubuntu lldpd neighbours).
+a chassis with a system name is ``{"leaf01": {...}}``. keyvalue prints the same tree a value a
+line, ``lldp.<interface>.<path>=<value>``: an id's type is the last part of its path
+(``chassis.mac=``, ``port.ifname=``), a field that repeats (``chassis.mgmt-ip``) is a line each,
+a value's line breaks are printed as they are (its next lines have no key), and each neighbour
+of an interface begins at its ``via``. Formats follow the real captures in tests/fixtures/real
+(Cumulus, SONiC, H3C, Palo Alto, Ubuntu lldpd, Cisco and Juniper neighbours) and lldpd's
+writers (src/client/kv_writer.c).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from racklift.facts.observed import LldpNeighbor
-from racklift.facts.parsers.common import ParseError, load_json, shown
+from racklift.facts.parsers.common import ParseError, load_json, shown, text_lines
 
 KIND = "lldpctl -f json"
+KEYVALUE = "lldpctl -f keyvalue"
 MAX_NEIGHBORS = 1024
 _SHORT = 256  # names and ids
 _LONG = 4096  # descriptions (a Cisco IOS one is several lines)
 _CHASSIS_FIELDS = frozenset({"id", "name", "descr", "mgmt-ip", "mgmt-iface", "capability",
                              "ttl"})
+# keyvalue: what follows the interface in a key (lldpd's display.c), and the id types that end
+# an id's path (lib/atoms: chassis_id_subtype_map, port_id_subtype_map).
+_SECTIONS = ("via", "rid", "age", "chassis", "port", "vlan", "ppvid", "pi", "lldp-med",
+             "unknown-tlvs")
+_KEY = re.compile(rf"lldp\.([^=]{{1,{_SHORT}}}?)\.({'|'.join(_SECTIONS)})"
+                  rf"((?:\.[^=]{{0,{_SHORT}}})?)=(.*)")
+_ID_TYPES = frozenset({"ifname", "ifalias", "local", "mac", "ip", "unhandled"})
+_KEPT = frozenset({"chassis.name", "chassis.descr", "chassis.mgmt-ip", "port.descr",
+                   *(f"{part}.{kind}" for part in ("chassis", "port") for kind in _ID_TYPES)})
 
 
 def _values(node: Any, field: str, limit: int) -> list[str]:
@@ -120,3 +137,62 @@ def parse_lldpctl_json(text: str) -> tuple[LldpNeighbor, ...]:
     if len(interfaces) > MAX_NEIGHBORS:
         raise ParseError(KIND, f"more than {MAX_NEIGHBORS} neighbours")
     return tuple(_neighbor(name, body) for name, body in interfaces)
+
+
+def parse_lldpctl(text: str) -> tuple[LldpNeighbor, ...]:
+    """Either format, told apart by its first character: JSON's is a bracket."""
+    if text.lstrip()[:1] in ("{", "["):
+        return parse_lldpctl_json(text)
+    return parse_lldpctl_keyvalue(text)
+
+
+def parse_lldpctl_keyvalue(text: str) -> tuple[LldpNeighbor, ...]:
+    lines = text_lines(text.strip("\n"))
+    if not lines[0].startswith("lldp.") or "=" not in lines[0]:
+        # lldpctl prints nothing where it heard no one, and so does a capture that failed.
+        raise ParseError(KEYVALUE, f"{shown(lines[0])} is no lldpctl keyvalue line")
+    heard: list[tuple[str, dict[str, list[list[str]]]]] = []  # (interface, path → values)
+    latest: dict[str, dict[str, list[list[str]]]] = {}  # each interface's latest neighbour
+    value: list[str] | None = None  # the lines of the value that a keyless line goes on
+    for line in lines:
+        if not (line.startswith("lldp.") and "=" in line):
+            if value is not None:
+                value.append(line)
+            continue
+        value = None
+        if not (match := _KEY.fullmatch(line)):
+            continue  # a section lldpd added since: no field racklift reads
+        interface, path = match[1], f"{match[2]}{match[3]}"
+        if interface not in latest or path == "via":
+            latest[interface] = {}
+            heard.append((interface, latest[interface]))
+            if len(heard) > MAX_NEIGHBORS:
+                raise ParseError(KEYVALUE, f"more than {MAX_NEIGHBORS} neighbours")
+        if path in _KEPT:
+            value = [match[4]]
+            latest[interface].setdefault(path, []).append(value)
+    return tuple(_keyvalue_neighbor(interface, fields) for interface, fields in heard)
+
+
+def _keyvalue_neighbor(interface: str, fields: dict[str, list[list[str]]]) -> LldpNeighbor:
+    def values(path: str, limit: int = _SHORT) -> list[str]:
+        out = ["\n".join(lines) for lines in fields.get(path, [])]
+        if any(len(v) > limit for v in out):
+            raise ParseError(KEYVALUE, f"{interface}: {path} is too long for an lldpd value")
+        return out
+
+    def one(path: str, limit: int = _SHORT) -> str | None:
+        return next(iter(values(path, limit)), None)
+
+    def id_of(part: str) -> tuple[str | None, str | None]:
+        kind = next((p.split(".")[1] for p in fields if p.startswith(f"{part}.")
+                     and p.split(".")[1] in _ID_TYPES), None)
+        return kind, one(f"{part}.{kind}") if kind else None
+
+    chassis_type, chassis_id = id_of("chassis")
+    port_type, port_id = id_of("port")
+    return LldpNeighbor(
+        interface=interface, chassis_name=one("chassis.name"), chassis_id=chassis_id,
+        chassis_id_type=chassis_type, port_id=port_id, port_id_type=port_type,
+        port_descr=one("port.descr", _LONG), system_descr=one("chassis.descr", _LONG),
+        mgmt_ips=tuple(values("chassis.mgmt-ip")))

@@ -45,7 +45,7 @@ def test_a_failed_diagnostic_and_a_slow_all_reduce_are_named_with_their_figures(
     assert [m.field for m in mismatches] == ["accept.dcgm.PCIe", "accept.dcgm.memory",
                                              "accept.nccl.busbw"]
     assert mismatches[2].observed == "439.369 GB/s"
-    assert figures["dcgm"]["result"] == "failed PCIe"
+    assert figures["dcgm"]["result"] == "failed PCIe, memory"  # memory: skipped, and required
 
 
 def test_a_tool_that_is_missing_or_prints_something_else_fails_that_test_alone():
@@ -122,3 +122,23 @@ def test_a_test_asked_for_that_never_ran_is_no_pass():
     skipped = {"skipped": True, "skip_reason": "Conditional result was False"}
     (nccl,) = judge_local(HOST, Acceptance(nccl_busbw=350), {NCCL_TASK: skipped})[0]
     assert nccl.severity == CRITICAL and "did not run on the host" in nccl.observed
+
+
+SKIPPED_DCGM = (REAL / "dcgmi-diag-r3_2x-rtx-pro-6000-blackwell-server_3.3.9_skip-all-printed-twice"
+                ".txt").read_text()
+
+
+def test_a_run_that_skipped_required_tests_is_not_summed_up_as_a_pass():
+    mismatches, figures = judge_local(HOST, Acceptance(dcgm_level=3),
+                                      {DCGM_TASK: ran(SKIPPED_DCGM)})
+    assert mismatches and all(m.severity == CRITICAL for m in mismatches)
+    assert figures["dcgm"]["result"].startswith("failed ")
+    assert "targeted_stress" in figures["dcgm"]["result"]
+
+
+def test_the_contexts_own_required_tests_are_the_ones_judged():
+    # The H200 capture skips the EUD test: required by this context, not by the default.
+    want = Acceptance(dcgm_level=3, dcgm_required=("software", "eud"))
+    mismatches, figures = judge_local(HOST, want, {DCGM_TASK: ran(H200_DCGM)})
+    assert [m.field for m in mismatches] == ["accept.dcgm.eud"]
+    assert figures["dcgm"]["result"] == "failed eud"

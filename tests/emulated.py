@@ -91,7 +91,7 @@ def bundle(profile: hwemu.Profile) -> Bundle:
         "ibv_devinfo.txt": Output(hwemu.ibv_devinfo(profile)),
         "ibnetdiscover.txt": Output(hwemu.ibnetdiscover(profile)),
         "lldpctl.json": Output(LLDP),
-        "dmidecode.txt": Output(hwemu.dmidecode(profile, "0,1")),
+        "dmidecode.txt": Output(hwemu.dmidecode(profile, "0,1,3")),
         "dmesg.txt": Output(hwemu.dmesg(profile)),
         "lspci.txt": Output("", rc=127, stderr="sh: 1: lspci: not found"),
         "ip-link.json": Output(links),

@@ -24,7 +24,7 @@ COMMANDS = {
     "lspci.txt": "lspci -D -nn -vv",
     "ibstat.txt": "ibstat",
     "ibv_devinfo.txt": "ibv_devinfo",
-    "dmidecode.txt": "dmidecode -t 0,1",
+    "dmidecode.txt": "dmidecode -t 0,1,3",  # 3: the chassis, where some boards keep the serial
     "dmesg.txt": "dmesg",
     "ip-link.json": "ip -j link show",
     "ip-addr.json": "ip -j addr show",

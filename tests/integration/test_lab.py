@@ -119,7 +119,9 @@ def test_every_fault_shows_in_the_real_formats_and_heals(instance, settings, net
     assert dram is not None and any(
         e.text not in ("0", "N/A") for e in dram.iter() if "uncorrect" in e.tag)  # ecc
     assert gpus[1].findtext("pci/pci_gpu_link_info/link_widths/current_link_width") == "8x"
-    ibstat = out(victim, "ibstat")
+    panicked = ssh(victim, "ibstat")  # ibstat-panic: the eight CAs, then ibpanic, exit 255
+    assert panicked.returncode == 255 and "'mlx5_8'" in panicked.stderr + panicked.stdout
+    ibstat = panicked.stdout
     mlx5_3 = ibstat.split("CA 'mlx5_3'")[1].split("CA '")[0]
     assert "State: Down" in mlx5_3  # ib-port-down
     mlx5_5 = ibstat.split("CA 'mlx5_5'")[1].split("CA '")[0]
@@ -147,7 +149,7 @@ def test_every_fault_shows_in_the_real_formats_and_heals(instance, settings, net
     (mlx5_6,) = [n for n, name in topo.nic_names.items() if name == "mlx5_6"]
     assert "PIX" not in {topo.link(mlx5_6, g) for g in topo.gpus}
     # The cabling faults, in the fabric map, against the cables NetBox records.
-    cas = {h.ca: h for h in parse_ibstat(out(victim, "ibstat"))}
+    cas = {h.ca: h for h in parse_ibstat(ibstat)}
     links = own_links(parse_ibnetdiscover(out(victim, "ibnetdiscover")), list(cas.values()))
     assert links is not None
     peers = {i.name: i.peer for i in record.ib_ports}

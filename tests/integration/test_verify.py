@@ -109,6 +109,14 @@ ROUNDS = [  # three hosts get a fault each round; the fourth stays healthy as th
      2: ("driver-version-wrong+ib-link-degraded", {"software.nvidia_driver",
                                                     "cable.degraded[mlx5_4]",
                                                     "interfaces.mlx5_4.rate"})},
+    # The real-world forms (test_hwemu_real_forms): a fatal AER the GPU cannot recover from
+    # (the serial in the chassis record alone, which the collector reads, is no fault); ibstat
+    # panicking after its eight CAs; GPU 7 off the bus at probe, in three NVRM lines. These
+    # hosts are in the pool (active) when verified: the Nonfatal NVLink5 Xids only warn there
+    # (admission refuses them: test_hwemu_real_forms).
+    {0: ("aer-gpu-endpoint+dmi-chassis-only", {"kernel.gpu_errors"}),
+     1: ("ibstat-panic+xid-nvlink5-nonfatal", {"tools.ibstat"}),
+     2: ("gpu-off-bus-open-module", {"gpus.count", "kernel.gpu_errors"})},
 ]
 
 
@@ -308,7 +316,7 @@ def test_cli_report_files_exit_code_and_offline_diagnosis(instance, netbox, sett
 
     # The same bundle, offline: the same verdict, without touching the host.
     offline = racklift("facts", "--from", str(run_dir / "bundles" / name), "--compare", **env)
-    assert offline.returncode == 0, offline.stderr
+    assert offline.returncode == 1, offline.stderr  # a verdict asked for: the host fails
     verdict = json.loads(offline.stdout)["verdict"]
     assert verdict["failures"] == next(h for h in data["hosts"] if h["host"] == name)[
         "failures"]

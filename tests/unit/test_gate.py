@@ -50,9 +50,12 @@ CAUGHT_BY = {
 def test_every_fault_kind_is_covered():
     # The in-band cable's faults are made with real lldpd on the lab's leaf, not in a
     # profile: test_lab and test_verify catch them. Load-only faults pass the gate: acceptance
-    # catches them (test_hwemu_acceptance).
+    # catches them (test_hwemu_acceptance). The real-world forms go through the collector's
+    # exit statuses and stderr: test_hwemu_real_forms.
     assert (set(CAUGHT_BY) | {"gpu-serial-changed"} | set(hwemu.ETHERNET_FAULTS)
-            | {"hbm-fail", "nvlink-slow", "rail-slow"} == set(hwemu.FAULTS))
+            | {"hbm-fail", "nvlink-slow", "rail-slow", "dcgm-skip-required"}
+            | {"aer-gpu-endpoint", "xid-nvlink5-nonfatal", "gpu-off-bus-open-module",
+               "ibstat-panic", "dmi-chassis-only"} == set(hwemu.FAULTS))
 
 
 @pytest.mark.parametrize("kind", sorted(CAUGHT_BY))

@@ -607,6 +607,14 @@ def _check_xid(p: hwemu.Profile) -> bool:
                           hwemu.dmesg(p)))
 
 
+def _check_ibstat_panic(p: hwemu.Profile) -> bool:
+    try:
+        hwemu.TOOLS["ibstat"](p, [])
+    except hwemu.ToolExit as exc:
+        return exc.code == 255 and "stat of IB device 'mlx5_8' failed" in exc.stderr
+    return False
+
+
 def _check_pcie(p: hwemu.Profile) -> bool:
     g = _gpu_el(p, 1)
     csv = hwemu.nvidia_smi_query(p, ["pcie.link.width.current", "pcie.link.width.max"],
@@ -715,6 +723,16 @@ FAULT_CHECKS: dict[str, Callable[[hwemu.Profile, hwemu.Profile], bool]] = {
     "gpu-serial-changed": _check_serial,
     "ecc-uncorrected": lambda p, _h: _check_ecc(p),
     "xid-79": lambda p, _h: _check_xid(p),
+    # The real-world forms: test_hwemu_real_forms has the details.
+    "aer-gpu-endpoint": lambda p, _h: "nvidia 0000:18:00.0: AER: can't recover" in hwemu.dmesg(p),
+    "xid-nvlink5-nonfatal": lambda p, _h: len(re.findall(
+        r"NVRM: Xid \(PCI:0000:2a:00\): 14[45], \w+ Nonfatal ", hwemu.dmesg(p))) == 2,
+    "gpu-off-bus-open-module": lambda p, _h: (_check_gpu_missing(p) and "NVRM: fallen off the "
+                                               "bus" in hwemu.dmesg(p)),
+    "ibstat-panic": lambda p, _h: _check_ibstat_panic(p),
+    "dmi-chassis-only": lambda p, h: (
+        hwemu.dmidecode_string(p, "system-serial-number") == "To be filled by O.E.M.\n"
+        and hwemu.dmidecode_string(p, "chassis-serial-number") == h.system.serial + "\n"),
     "pcie-degraded": lambda p, _h: _check_pcie(p),
     "ib-port-down": lambda p, _h: _check_ib_down(p),
     "ib-rate-wrong": lambda p, _h: _check_ib_rate(p),
@@ -741,6 +759,8 @@ FAULT_CHECKS: dict[str, Callable[[hwemu.Profile, hwemu.Profile], bool]] = {
     "hbm-fail": lambda p, _h: _dcgm_failed(p, 2) == {("GPU Memory", 4)},
     "nvlink-slow": lambda p, _h: _busbw(p) < 350,
     "rail-slow": lambda p, _h: _rdma_gbps(p, "mlx5_3") < 150,
+    "dcgm-skip-required": lambda p, _h: {t.result for t in parse_dcgmi_diag(
+        hwemu.dcgmi_diag(p, 2)).tests if t.category != "Deployment"} == {"Skip"},
 }
 
 

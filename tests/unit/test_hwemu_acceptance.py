@@ -39,7 +39,7 @@ H100_NCCL = REAL / "nccl-tests-all_reduce_perf_8x-h100-80gb-hbm3_single-node.txt
 CX5_MIB = REAL / "ib_write_bw_connectx5-roce-100g_default-mib-sec_client.txt"
 CX6_IB = REAL / "ib_write_bw_connectx6-ib-100g_a-sweep_report-gbits_client.txt"
 
-LOAD_FAULTS = ("hbm-fail", "nvlink-slow", "rail-slow")
+LOAD_FAULTS = ("hbm-fail", "nvlink-slow", "rail-slow", "dcgm-skip-required")
 LARGE = ["-b", "128M", "-e", "4G", "-f", "2", "-g", "8"]  # the real capture's sizes
 
 

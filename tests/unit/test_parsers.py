@@ -815,8 +815,15 @@ def test_dmesg_emulator_every_fault(fault: str | None, profile: hwemu.Profile) -
         assert (event.kind, event.code, event.severity) == ("xid", 79, "critical")
         assert event.device == "0000:9a:00"  # GPU 4 of the HGX board
         assert event.timestamp is not None and event.timestamp > 86400
+    elif fault in KERNEL_FORMS:  # test_hwemu_real_forms reads them in detail
+        assert {e.kind for e in events} == {KERNEL_FORMS[fault]}
     else:
         assert events == []
+
+
+# The lab's real-world kernel-log faults and the kind of event each is.
+KERNEL_FORMS = {"aer-gpu-endpoint": "aer", "xid-nvlink5-nonfatal": "xid",
+                "gpu-off-bus-open-module": "nvrm"}
 
 
 def test_dmesg_unrelated_text_has_no_events() -> None:

@@ -26,7 +26,8 @@ def bootstrap(c):
         console.print(f"{'created' if r.created else 'exists '}  {r.endpoint} {r.key}")
 
 
-@task(help={**SELECTION_HELP, "json": "print JSON on stdout instead of a table"})
+@task(help={**SELECTION_HELP, "json": "print JSON on stdout instead of a table: all the gate "
+                                      "judges a host against, what `facts --expected` reads"})
 def expected(c, site=None, rack=None, role="gpu-server", status=None, host=None, json=False):
     """Show what NetBox expects of the selected hosts, and what their records lack."""
     chosen = selection(site, rack, role, status, host)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json as jsonlib
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from racklift.facts import bundle as bundles
 from racklift.facts import parsers
 from racklift.facts.host import from_bundle
 from racklift.names import is_hostname
+from racklift.netbox import expected_json
 from racklift.netbox.expected import ExpectedHost
 from racklift.netbox.reader import read_hosts
 from racklift.runs import new_run_dir
@@ -121,27 +123,64 @@ def _host_dirs(path: Path) -> list[Path]:
 
 @task(name="facts", help={"from": "a support bundle: a host's directory, or one holding a "
                                   "directory per host",
-                          "compare": "also judge each host against NetBox (read-only)"})
-def facts_(c, from_, compare=False):
-    """The facts in a support bundle, as JSON; with --compare, the gate's verdict too."""
+                          "compare": "also judge each host against NetBox (read-only)",
+                          "expected": "also judge each host against FILE, what `netbox."
+                                      "expected --json` printed (no NetBox)"})
+def facts_(c, from_, compare=False, expected=None):
+    """The facts in a support bundle, as JSON; with --compare (NetBox) or --expected FILE (an
+    export of it), the gate's verdict too. Exit 1 when a bundle cannot be read or a judged
+    host fails, 2 when a host has no expected state to be judged against (the others are
+    still judged)."""
+    if compare and expected:
+        raise Exit("error: --compare judges against NetBox and --expected against a file: "
+                   "give one", code=2)
+    against = _expected_file(expected) if expected else None
     with operator_errors():
         directories = _host_dirs(Path(from_))
         if not directories:
             raise RackliftError(f"no host bundles in {from_}")
-        expected = {}
         if compare:
             chosen = selection(host=",".join(d.name for d in directories))
-            expected = {h.name: h for h in read_hosts(connect(), chosen)}
+            against = _in_netbox({h.name: h for h in read_hosts(connect(), chosen)})
         # One bundle that cannot be read is that host's error; the others are still shown.
-        out = [_bundle_entry(d, expected if compare else None) for d in directories]
+        out = [_bundle_entry(d, against) for d in directories]
     print_json(out if len(out) > 1 else out[0])
-    if any("error" in entry for entry in out):
+    # Facts but no verdict: there was nothing to judge the host against (usage: the wrong
+    # file, or NetBox); checked first, as what was judged is then only part of the bundle.
+    unjudged = [e["error"] for e in out if "facts" in e and "error" in e]
+    if unjudged:
+        raise Exit("\n".join(f"error: {e}" for e in unjudged), code=2)
+    if any("error" in e or e.get("verdict", {}).get("failed") for e in out):
         raise Exit(code=1)
 
 
-def _bundle_entry(directory: Path,
-                  expected: dict[str, ExpectedHost] | None) -> dict[str, Any]:
-    """A host's facts (and verdict against `expected`), or why there are none."""
+# A host's expected state, by the name its bundle gives; or why there is none.
+Expected = Callable[[str], ExpectedHost | str]
+
+
+def _in_netbox(hosts: dict[str, ExpectedHost]) -> Expected:
+    return lambda name: hosts.get(name) or f"{name} is not in NetBox"
+
+
+def _expected_file(path: str) -> Expected:
+    """The hosts in an expected-host export; a file that holds none is a usage error."""
+    try:
+        found = expected_json.read(Path(path).read_bytes())
+    except OSError as exc:
+        raise Exit(f"error: cannot read {path}: {exc.strerror}", code=2) from None
+    except expected_json.NotAnExport as exc:
+        raise Exit(f"error: {path}: {exc}", code=2) from None
+
+    def get(name: str) -> ExpectedHost | str:
+        host = found.get(name)
+        return host if isinstance(host, ExpectedHost) else "; ".join(
+            f"{path}: {p}" for p in host)
+
+    return get
+
+
+def _bundle_entry(directory: Path, expected: Expected | None) -> dict[str, Any]:
+    """A host's facts (and its verdict, judged against `expected`), or why there are none."""
     try:
         bundle = bundles.read(directory)
         facts = from_bundle(bundle)
@@ -149,10 +188,11 @@ def _bundle_entry(directory: Path,
         return {"host": directory.name, "error": str(exc)}
     entry: dict[str, Any] = {"host": bundle.host, "facts": facts.to_dict()}
     if expected is not None:
-        if bundle.host in expected:
-            entry["verdict"] = judge(expected[bundle.host], facts).to_dict()
+        host = expected(bundle.host)
+        if isinstance(host, ExpectedHost):
+            entry["verdict"] = judge(host, facts).to_dict()
         else:
-            entry["error"] = f"{bundle.host} is not in NetBox"
+            entry["error"] = host
     return entry
 
 

@@ -9,7 +9,10 @@ every GPU, a null after each deployment and skipped test (NVVS advances its inde
 plugin's results one per GPU. The tests of a level are DCGM 3.3.9's (nvvs
 NvidiaValidationSuite::fillTestVectors): 1 the deployment checks; 2 adds PCIe and GPU Memory;
 3 Diagnostic, Targeted Stress, Targeted Power, Memory Bandwidth and the EUD (not installed:
-skipped, as in the H200 capture); 4 Pulse Test and Memtest."""
+skipped, as in the H200 capture); 4 Pulse Test and Memtest. On GPUs it does not support
+(Profile.dcgm_supports_gpus) every test is skipped and the Diagnostic has no row, as DCGM
+3.3.9 printed it for two RTX PRO 6000 Blackwell (the real capture
+dcgmi-diag-r3_2x-rtx-pro-6000-blackwell-server_3.3.9_skip-all-printed-twice.txt)."""
 
 from __future__ import annotations
 
@@ -110,16 +113,23 @@ def _memory_failure(g: GPU) -> str:
             "including external, thermal material interface, fans, and any other components.")
 
 
-def _result(plugin: _Plugin, g: GPU) -> str:
-    if plugin.plugin == "eud":
-        return "Skip"  # the EUD is a package of its own, not installed
+def _ran(p: Profile, level: int) -> list[_Plugin]:
+    """The tests of the level that the run reports, in the table's order."""
+    return [plugin for plugin in _PLUGINS if plugin.level <= level
+            and (p.dcgm_supports_gpus or plugin.plugin != "diagnostic")]
+
+
+def _result(p: Profile, plugin: _Plugin, g: GPU) -> str:
+    # The EUD is a package of its own, not installed.
+    if plugin.plugin == "eud" or not p.dcgm_supports_gpus:
+        return "Skip"
     if plugin.plugin == "memory" and g.memory_test_fails:
         return "Fail"
     return "Pass"
 
 
-def _warnings(plugin: _Plugin, g: GPU) -> list[str]:
-    return [_memory_failure(g)] if _result(plugin, g) == "Fail" else []
+def _warnings(p: Profile, plugin: _Plugin, g: GPU) -> list[str]:
+    return [_memory_failure(g)] if _result(p, plugin, g) == "Fail" else []
 
 
 def _row(name: str, value: str) -> str:
@@ -132,8 +142,9 @@ def _cut(name: str, message: str) -> list[str]:
             for at in range(0, len(message), 45)]
 
 
-def _plugin_rows(plugin: _Plugin, gpus: list[GPU]) -> list[str]:
-    results = [_result(plugin, g) for g in gpus]
+def _plugin_rows(p: Profile, plugin: _Plugin) -> list[str]:
+    gpus = p.gpus
+    results = [_result(p, plugin, g) for g in gpus]
     if len(set(results)) == 1:
         rows = [_row(plugin.name, f"{results[0]} - All")]
     else:
@@ -143,7 +154,8 @@ def _plugin_rows(plugin: _Plugin, gpus: list[GPU]) -> list[str]:
             if ids:
                 label = f"{word} - GPU{'s' if len(ids) > 1 else ''}: {', '.join(ids)}   "
                 rows.append(_row("" if rows else plugin.name, label))
-    return rows + [line for g in gpus for w in _warnings(plugin, g) for line in _cut("Warning", w)]
+    return rows + [line for g in gpus for w in _warnings(p, plugin, g)
+                   for line in _cut("Warning", w)]
 
 
 def _table(p: Profile, level: int) -> str:
@@ -156,9 +168,9 @@ def _table(p: Profile, level: int) -> str:
     if level >= 2:  # level 1 runs no GPU test: dcgmi then prints no section below
         for section in _SECTIONS:
             lines.append(_BANNERS[section])
-            for plugin in _PLUGINS:
-                if plugin.section == section and plugin.level <= level:
-                    lines += _plugin_rows(plugin, p.gpus)
+            for plugin in _ran(p, level):
+                if plugin.section == section:
+                    lines += _plugin_rows(p, plugin)
     return "\n".join([*lines, _RULE]) + "\n"
 
 
@@ -176,14 +188,14 @@ def _jsoncpp(value: Any, indent: str = "") -> str:
     return json.dumps(value)
 
 
-def _plugin_results(plugin: _Plugin, gpus: list[GPU]) -> list[dict[str, Any]]:
+def _plugin_results(p: Profile, plugin: _Plugin) -> list[dict[str, Any]]:
     results = []
-    for g in gpus:
-        status = _result(plugin, g)
+    for g in p.gpus:
+        status = _result(p, plugin, g)
         # A skipped plugin's ids are strings, a run one's numbers (NVVS JsonOutput::Result).
         entry: dict[str, Any] = {"gpu_ids": str(g.index) if status == "Skip" else g.index,
                                  "status": status.upper()}
-        if warnings := _warnings(plugin, g):
+        if warnings := _warnings(p, plugin, g):
             entry["warnings"] = [{**_MEMORY_FAILURE_CODES, "warning": w} for w in warnings]
         results.append(entry)
     return results
@@ -195,9 +207,9 @@ def _document(p: Profile, level: int) -> str:
     for _, name in _DEPLOYMENT:
         categories["Deployment"] += [{"name": name, "results": [
             {"gpu_ids": everyone, "status": "PASS"}]}, None]
-    by_name = {plugin.plugin: plugin for plugin in _PLUGINS}
-    for plugin in (by_name[n] for n in _RUN_ORDER if by_name[n].level <= level):
-        results = _plugin_results(plugin, p.gpus)
+    ran = {plugin.plugin: plugin for plugin in _ran(p, level)}
+    for plugin in (ran[n] for n in _RUN_ORDER if n in ran):
+        results = _plugin_results(p, plugin)
         skipped = all(r["status"] == "SKIP" for r in results)
         categories.setdefault(plugin.category, []).extend(
             [{"name": plugin.plugin, "results": results}] + [None] * skipped)
@@ -215,8 +227,7 @@ def dcgmi_diag(p: Profile, level: int, as_json: bool = False) -> str:
 
 def _failed(p: Profile, level: int) -> bool:
     """Whether a test of the level fails (dcgmi then exits EXIT_TEST_FAILED)."""
-    return any(_result(plugin, g) == "Fail" for plugin in _PLUGINS if plugin.level <= level
-               for g in p.gpus)
+    return any(_result(p, plugin, g) == "Fail" for plugin in _ran(p, level) for g in p.gpus)
 
 
 def dcgmi(p: Profile, args: list[str]) -> str:

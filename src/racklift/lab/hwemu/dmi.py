@@ -114,6 +114,27 @@ def _dmi_records(p: Profile) -> dict[int, list[str]]:
             "\tType: Motherboard",
             "\tContained Object Handles: 0",
         ],
+        # The record the baseboard's Chassis Handle names, its keys in the order of the real
+        # type 3 capture (dmidecode-t3_lenovo-yoga-300_chassis-record.txt).
+        3: [
+            "Handle 0x0003, DMI type 3, 22 bytes",
+            "Chassis Information",
+            f"\tManufacturer: {s.vendor}",
+            "\tType: Other",
+            "\tLock: Not Present",
+            f"\tVersion: {s.version}",
+            f"\tSerial Number: {s.chassis_serial}",
+            "\tAsset Tag: To be filled by O.E.M.",
+            "\tBoot-up State: Safe",
+            "\tPower Supply State: Safe",
+            "\tThermal State: Safe",
+            "\tSecurity Status: None",
+            "\tOEM Information: 0x00000000",
+            "\tHeight: Unspecified",
+            "\tNumber Of Power Cords: 1",
+            "\tContained Elements: 0",
+            f"\tSKU Number: {s.sku}",
+        ],
         32: ["Handle 0x0041, DMI type 32, 20 bytes", "System Boot Information",
              "\tStatus: No errors detected"],
         15: sel,
@@ -166,6 +187,9 @@ def dmidecode_string(p: Profile, keyword: str) -> str:
         "baseboard-manufacturer": s.board_vendor, "baseboard-product-name": s.board_name,
         "baseboard-version": s.board_version, "baseboard-serial-number": s.board_serial,
         "baseboard-asset-tag": "To be filled by O.E.M.",
+        "chassis-manufacturer": s.vendor, "chassis-type": "Other", "chassis-version": s.version,
+        "chassis-serial-number": s.chassis_serial,
+        "chassis-asset-tag": "To be filled by O.E.M.",
     }
     if keyword not in _DMI_STRING_KEYWORDS:
         raise ValueError(keyword)

@@ -22,6 +22,16 @@ def _last_uptime(p: Profile) -> float:
     return last
 
 
+def _later(p: Profile) -> float:
+    """When a fault's kernel messages come: a day after the log's last line."""
+    return max(_last_uptime(p), 60.0) + 86_400.0 + 1234.567891
+
+
+def _log(p: Profile, at: float, timed: list[tuple[float, str]]) -> None:
+    """Append kernel messages, each (seconds after `at`, text)."""
+    p.kernel_log += [f"{_ts(at + after)} {message}" for after, message in timed]
+
+
 def _gpu(p: Profile, index: int) -> GPU | None:
     return next((g for g in p.gpus if g.index == index), None)
 
@@ -65,7 +75,6 @@ def _xid_79(p: Profile) -> None:
     if g is None:
         return
     dom_bus = f"0000:{g.bus:02x}:00"
-    t = max(_last_uptime(p), 60.0) + 86_400.0 + 1234.567891
     msgs = [
         f"NVRM: GPU at PCI:{dom_bus}: {g.uuid}",
         f"NVRM: GPU Board Serial Number: {g.serial}",
@@ -74,8 +83,71 @@ def _xid_79(p: Profile) -> None:
         f"NVRM: GPU {dom_bus}.0: GPU has fallen off the bus.",
         f"NVRM: GPU {dom_bus}.0: GPU serial number is {g.serial}.",
     ]
-    for i, msg in enumerate(msgs):
-        p.kernel_log.append(f"{_ts(t + i * 0.000004)} {msg}")
+    _log(p, _later(p), [(i * 0.000004, msg) for i, msg in enumerate(msgs)])
+
+
+def _xid_nvlink5_nonfatal(p: Profile) -> None:
+    """GPU 1 logs Xid 144 and 145, which the driver calls "Nonfatal", worded as the real GB200
+    lines (kmsg_xid-144-145-149_nvlink5-gb200.txt). Their NVLink5 units are Blackwell's, not
+    this H100 board's: the gate judges an Xid by its number and words, whatever the GPU."""
+    g = _gpu(p, 1)
+    if g is None:
+        return
+    dom_bus = f"0000:{g.bus:02x}:00"
+    _log(p, _later(p), [
+        (0.0, f"NVRM: Xid (PCI:{dom_bus}): 144, SAW_MVB Nonfatal XC0 i0 Link 0 (0x00000001 "
+              "0x00000008 0x00000000 0x00000000 0x00000000 0x00000000)"),
+        (0.000004, f"NVRM: Xid (PCI:{dom_bus}): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 13 "
+                   "(0x0409a0c2 0x00000008 0x00000001 0x00000000 0x00100000 0x00000004)"),
+    ])
+
+
+def _gpu_off_bus_open_module(p: Profile) -> None:
+    """GPU 7 fell off the bus before the driver probed it: the driver's message over three lines
+    and its probe failure come just before its loading line, as the open kernel module printed
+    them in the real capture (dmesg_nvrm-fallen-off-bus-3-lines_open-570.158.01.txt, same
+    spacing); the driver then has the other seven GPUs, as under gpu-missing."""
+    g = _gpu(p, 7)
+    load = next((i for i, line in enumerate(p.kernel_log) if "] NVRM: loading " in line), None)
+    if g is None or load is None:
+        return
+    at = float(p.kernel_log[load][1:p.kernel_log[load].index("]")])
+    device, vendor = g.pci_device_id[:4].lower(), g.pci_device_id[4:].lower()
+    p.kernel_log[load:load] = [
+        f"{_ts(at - 0.131524)} NVRM: The NVIDIA GPU 0000:{g.bus:02x}:00.0\n"
+        f"NVRM: (PCI ID: {vendor}:{device}) installed in this system has\n"
+        "NVRM: fallen off the bus and is not responding to commands.",
+        f"{_ts(at - 0.000007)} NVRM: The NVIDIA probe routine failed for 1 device(s).",
+    ]
+    _gpu_missing(p)
+
+
+# The root port above a GPU's PCIe switch, in the lab's model of the board: device 01.0 of the
+# first bus of the GPU's PCIe stack, three buses above the GPU (root port 15:01.0, switch 16,
+# its downstream ports 17, GPU 18), an Intel Sapphire Rapids root port (8086:352a, as a real
+# one at 15:01.0 reads in lspci on the linux-pci list).
+_ROOT_PORT_ID = "8086:352a"
+
+
+def _aer_gpu_endpoint(p: Profile) -> None:
+    """A fatal completion timeout at GPU 0's root port, which the GPU's driver cannot recover
+    from: the lines of the real capture (dmesg-reltime_aer-fatal-gpu-cant-recover_xeon-e5.txt),
+    at the capture's times, for one error on this board."""
+    g = _gpu(p, 0)
+    if g is None:
+        return
+    port, gpu = f"0000:{g.bus - 3:02x}:01.0", f"0000:{g.bus:02x}:00.0"
+    _log(p, _later(p), [
+        (0.0, f"pcieport {port}: AER: Uncorrected (Fatal) error received: {port}"),
+        (0.000004, f"pcieport {port}: PCIe Bus Error: severity=Uncorrected (Fatal), "
+                   "type=Transaction Layer, (Requester ID)"),
+        (0.000902, f"pcieport {port}:   device [{_ROOT_PORT_ID}] error status/mask="
+                   "00004000/00000000"),
+        (0.002685, f"pcieport {port}:    [14] {'CmpltTO':<22} (First)"),
+        (0.003606, f"nvidia {gpu}: AER: can't recover (no error_detected callback)"),
+        (1.054047, f"pcieport {port}: AER: Root Port link has been reset (0)"),
+        (1.054088, f"pcieport {port}: AER: device recovery failed"),
+    ])
 
 
 def _pcie_degraded(p: Profile) -> None:
@@ -146,6 +218,14 @@ def _cable_wrong_leaf(p: Profile) -> None:
         h.peer_switch, h.peer_port = other.peer_switch, other.peer_port + _UPLINKS
 
 
+def _ibstat_panic(p: Profile) -> None:
+    """A ninth RDMA device, mlx5_8, is gone by the time ibstat reads it: ibstat prints the eight
+    CAs, then panics on it and exits 255, as in the real capture
+    (ibstat_a100-azure_8-cas_ibpanic-mlx5_8_exit-255.txt)."""
+    if "mlx5_8" not in p.vanishing_cas:
+        p.vanishing_cas.append("mlx5_8")
+
+
 def _ib_link_degraded(p: Profile) -> None:
     """mlx5_4's NDR link trained at HDR (a marginal cable): ibstat and the fabric agree."""
     h = _hca(p, "mlx5_4")
@@ -180,6 +260,18 @@ def _wrong_system_serial(p: Profile) -> None:
     while new == p.system.serial:
         new = f"S{rng.randrange(10**6, 10**7)}X{rng.randrange(10**6, 10**7)}"
     p.system.serial = new
+
+
+# What the BIOS leaves in a DMI string nobody filled in (the system record's SKU and family).
+_DMI_PLACEHOLDER = "To be filled by O.E.M."
+
+
+def _dmi_chassis_only(p: Profile) -> None:
+    """Only the chassis record (DMI type 3) carries the serial NetBox has; the system record's
+    is the BIOS's placeholder (a board whose FRU was never programmed)."""
+    s = p.system
+    if s.serial != _DMI_PLACEHOLDER:
+        s.chassis_serial, s.serial = s.serial, _DMI_PLACEHOLDER
 
 
 def _driver_version_wrong(p: Profile) -> None:
@@ -219,6 +311,12 @@ def _rail_slow(p: Profile) -> None:
         h.load_factor = 0.3
 
 
+def _dcgm_skip_required(p: Profile) -> None:
+    """The installed DCGM does not support the host's GPUs: dcgmi diag passes its deployment
+    checks and skips every test it would run (dcgm.py), exiting 0."""
+    p.dcgm_supports_gpus = False
+
+
 def _fault(name: str, apply: Callable[[Profile], None]) -> Callable[[Profile], Profile]:
     def run(profile: Profile) -> Profile:
         p = copy.deepcopy(profile)
@@ -239,9 +337,13 @@ FAULTS: dict[str, Callable[[Profile], Profile]] = {
         ("gpu-serial-changed", _gpu_serial_changed),
         ("ecc-uncorrected", _ecc_uncorrected),
         ("xid-79", _xid_79),
+        ("xid-nvlink5-nonfatal", _xid_nvlink5_nonfatal),
+        ("gpu-off-bus-open-module", _gpu_off_bus_open_module),
+        ("aer-gpu-endpoint", _aer_gpu_endpoint),
         ("pcie-degraded", _pcie_degraded),
         ("ib-port-down", _ib_port_down),
         ("ib-rate-wrong", _ib_rate_wrong),
+        ("ibstat-panic", _ibstat_panic),
         ("nvlink-down", _nvlink_down),
         ("nvlink-errors-rising", _nvlink_errors_rising),
         ("numa-misplaced", _numa_misplaced),
@@ -252,10 +354,12 @@ FAULTS: dict[str, Callable[[Profile], Profile]] = {
         ("link-no-neighbor", _link_no_neighbor),
         *((kind, _at_the_leaf) for kind in ETHERNET_FAULTS),
         ("wrong-system-serial", _wrong_system_serial),
+        ("dmi-chassis-only", _dmi_chassis_only),
         ("driver-version-wrong", _driver_version_wrong),
         ("hbm-fail", _hbm_fail),
         ("nvlink-slow", _nvlink_slow),
         ("rail-slow", _rail_slow),
+        ("dcgm-skip-required", _dcgm_skip_required),
     )
 }
 

@@ -147,12 +147,16 @@ def generate_profile(hostname: str, serial: str, seed: int) -> Profile:
                 base_lid=lids[i],
             )
         )
+    kernel_log = _boot_log(rng, system, DEFAULT_DRIVER, hcas)
+    # Drawn last, so that every value drawn before it stays what it was before it existed.
+    system.chassis_serial = (f"C{rng.randrange(1000, 10000)}LK{rng.randrange(10, 100)}"
+                             f"P{rng.randrange(10**4, 10**5)}")
     return Profile(
         hostname=hostname,
         system=system,
         gpus=gpus,
         hcas=hcas,
-        kernel_log=_boot_log(rng, system, DEFAULT_DRIVER, hcas),
+        kernel_log=kernel_log,
         driver_version=DEFAULT_DRIVER,
         cuda_version=DEFAULT_CUDA,
         nvswitch=False,

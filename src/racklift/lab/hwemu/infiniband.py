@@ -59,13 +59,32 @@ def _sorted_hcas(p: Profile) -> list[HCAPort]:
     return sorted(p.hcas, key=lambda h: h.ca)  # ibstat lists CAs in name order
 
 
+def _listed(p: Profile) -> list[str]:
+    """The CA names ibstat lists before reading each, in name order: a vanishing one too."""
+    return sorted([h.ca for h in p.hcas] + p.vanishing_cas)
+
+
+def _unreadable(p: Profile) -> str | None:
+    """The first CA ibstat lists and cannot read (it panics there), if any."""
+    return next((ca for ca in _listed(p) if _hca(p, ca) is None), None)
+
+
+def _ibpanic(ca: str) -> str:
+    return (f"ibpanic: [{os.getpid()}] main: stat of IB device '{ca}' failed: No such file or "
+            "directory\n")
+
+
 def ibstat(p: Profile, ca: str | None = None, port: int | None = None) -> str:
-    """``ibstat`` / ``ibstat CA`` / ``ibstat CA PORT``; unknown CA -> LookupError."""
+    """``ibstat`` / ``ibstat CA`` / ``ibstat CA PORT``: what it prints on stdout (all CAs: those
+    before one it cannot read, where cli_ibstat panics); unknown CA -> LookupError."""
     if ca is None:
         lines: list[str] = []
-        for h in _sorted_hcas(p):
+        for name in _listed(p):
+            h = _hca(p, name)
+            if h is None:
+                break
             lines += _ca_block(h) + _port_block(h, alone=False)
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines) + "\n" if lines else ""
     h = _hca(p, ca)
     if h is None or (port is not None and port != h.port):
         raise LookupError(ca)
@@ -121,7 +140,7 @@ def _ib_rate_sysfs(rate: int) -> str:
 
 def cli_ibstat(p: Profile, args: list[str]) -> str:
     if args and args[0] in ("-l", "--list_of_cas"):
-        return "".join(h.ca + "\n" for h in _sorted_hcas(p))
+        return "".join(ca + "\n" for ca in _listed(p))
     if args and args[0] in ("-p", "--port_list"):
         return "".join(h.port_guid + "\n" for h in _sorted_hcas(p))
     if any(a.startswith("-") for a in args) or len(args) > 2:
@@ -130,10 +149,14 @@ def cli_ibstat(p: Profile, args: list[str]) -> str:
     ca = args[0] if args else None
     port = int(args[1]) if len(args) > 1 and args[1].isdigit() else None
     try:
-        return ibstat(p, ca, port)
-    except LookupError:
-        raise ToolExit(255, "", f"ibpanic: [{os.getpid()}] main: stat of IB device '{ca}' failed: "
-                             "No such file or directory\n") from None
+        output = ibstat(p, ca, port)
+    except LookupError as exc:
+        raise ToolExit(255, "", _ibpanic(exc.args[0])) from None
+    # The real capture (ibstat_a100-azure_8-cas_ibpanic-mlx5_8_exit-255.txt): the CAs it read,
+    # then the panic on the one it could not.
+    if ca is None and (gone := _unreadable(p)) is not None:
+        raise ToolExit(255, output, _ibpanic(gone))
+    return output
 
 
 def cli_ibv_devinfo(p: Profile, args: list[str]) -> str:

@@ -10,9 +10,18 @@ from .infiniband import _IB_PHYS, _IB_STATE, _IB_STATE_SYSFS, _guid_colon, _ib_r
 from .profile import Profile
 
 
+def _record(entry: str) -> str:
+    """One kernel message as dmesg prints it: ``[%5d.%06d] message``; the lines of a message
+    printed with line breaks under its first, indented past the timestamp (the real
+    three-line NVRM message, dmesg_nvrm-fallen-off-bus-3-lines_open-570.158.01.txt)."""
+    first, *more = entry.split("\n")
+    indent = " " * len(first.partition("] ")[0] + "] ")
+    return "".join(line + "\n" for line in (first, *(indent + line for line in more)))
+
+
 def dmesg(p: Profile) -> str:
-    """``dmesg``: the kernel ring buffer, one ``[%5d.%06d] message`` line each."""
-    return "".join(line + "\n" for line in p.kernel_log)
+    """``dmesg``: the kernel ring buffer, one record each."""
+    return "".join(map(_record, p.kernel_log))
 
 
 def sysfs_tree(p: Profile) -> dict[str, str]:

@@ -95,6 +95,9 @@ class System:
     board_name: str = "X13DEG-OAD"
     board_version: str = "1.01"
     board_serial: str = ""
+    # The chassis record's (DMI type 3) serial: Supermicro's own, not the system's (a real
+    # SYS-110P-WTR: system E424030X2100634, chassis C1160LK21P50540).
+    chassis_serial: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -289,6 +292,13 @@ class Profile:
     cables: dict[str, list[Any]] = field(default_factory=dict)
     # How long each tool takes to answer (latency.py): invocation → seconds; empty: at once.
     latency: dict[str, float] = field(default_factory=dict)
+    # RDMA devices that ibstat lists and then cannot read (gone from /sys/class/infiniband by
+    # the time it reads them): ibstat prints the CAs before one, then panics (infiniband.py).
+    # No other tool sees them.
+    vanishing_cas: list[str] = field(default_factory=list)
+    # False: the installed DCGM does not support the host's GPUs; `dcgmi diag` passes its
+    # deployment checks and skips every test (dcgm.py).
+    dcgm_supports_gpus: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -28,8 +28,11 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError(f"tests outside tests/unit without a tier marker "
                                 f"({', '.join(TIERS)}): {', '.join(untiered[:5])}; give their "
                                 "module a pytestmark")
-    # Modules that need no NetBox first, in their usual order: on a machine with no cached
-    # NetBox dump they run while the session's NetBox migrates (integration/conftest.py starts
-    # it at the end of collection). A module stays whole: its fixtures are module-scoped.
+    # Modules that need no NetBox first, in their usual order, and those on NetBox's demo data
+    # last: on a machine with no cached NetBox dumps they run while the session's NetBox, then
+    # the demo data, migrate (integration/conftest.py starts both at the end of collection).
+    # A module stays whole: its fixtures are module-scoped.
     needs_netbox = {item.module for item in items if item.get_closest_marker("netbox")}
-    items.sort(key=lambda item: item.module in needs_netbox)
+    needs_demo = {item.module for item in items
+                  if "demo_data_netbox" in getattr(item, "fixturenames", ())}
+    items.sort(key=lambda item: (item.module in needs_netbox, item.module in needs_demo))

@@ -9,11 +9,12 @@ from __future__ import annotations
 import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from racklift.lab import netbox_server, seed
+from racklift.lab import netbox_server, seed, services
 from racklift.netbox.client import NetBox, NetBoxSettings
 
 TEST_NAME = os.environ.get("RACKLIFT_TEST_NETBOX", "test")
@@ -30,11 +31,22 @@ INSTANCE = netbox_server.NetBoxInstance(TEST_NAME, TEST_PORT, redis_base=TEST_RE
 _coming_up: list[Future] = []  # the session's NetBox, started when collection ends
 
 
+def _demo_data_dump() -> Path:
+    return netbox_server.ensure_dump(services.ensure_postgres(),
+                                     replace(INSTANCE, data=DEMO_DATA))
+
+
 def pytest_collection_finish(session) -> None:
     """Start the test NetBox now when a selected test needs it: the first time on a machine,
-    its migration (minutes) runs while the tests that need no NetBox, ordered first, run."""
-    if any(item.get_closest_marker("netbox") for item in session.items):
-        _coming_up.append(ThreadPoolExecutor(1, "netbox-up").submit(netbox_server.up, INSTANCE))
+    its migration (minutes) runs while the tests that need no NetBox, ordered first, run; then
+    NetBox's demo data is migrated, while the modules that need only the test NetBox run
+    (tests/conftest.py orders the demo data's last)."""
+    if not any(item.get_closest_marker("netbox") for item in session.items):
+        return
+    background = ThreadPoolExecutor(1, "netbox-up")
+    _coming_up.append(background.submit(netbox_server.up, INSTANCE))
+    if any("demo_data_netbox" in getattr(item, "fixturenames", ()) for item in session.items):
+        background.submit(_demo_data_dump)  # cached: the fixture finds it, or waits its lock
 
 
 @pytest.fixture(scope="session")

@@ -222,8 +222,9 @@ def ensure_dump(pg: services.Postgres, instance: NetBoxInstance) -> Path:
         if path.exists():
             return path
         path.parent.mkdir(parents=True, exist_ok=True)
-        build_root = cache_dir() / "netbox" / "build"
-        build_db = "racklift_build"
+        # Per dump: two dumps (the empty NetBox's, the demo data's) may be built at once.
+        build_root = cache_dir() / "netbox" / f"build-{path.stem}"
+        build_db = "racklift_build_" + re.sub(r"\W", "_", path.stem)
         log = build_root / "migrate.log"
         build_root.mkdir(parents=True, exist_ok=True)
         _write_configuration(build_root, build_db, pg, instance)

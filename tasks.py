@@ -12,8 +12,8 @@ from racklift.tasks import namespace
                     "molecule, slurm, ansible (e.g. 'netbox and not containers')"})
 def test(c, k=None, x=False, unit=False, tier=None):
     """Run the test suite (starts its own NetBox on port 18001), slowest tests listed last.
-    The whole suite runs in two lanes side by side (tests/lanes.py): the VM tier, and the rest
-    (the VM lane with its own NetBox on port 18002)."""
+    The whole suite runs in two lanes side by side (tests/lanes.py): the VM and Molecule tiers
+    (with their own NetBox on port 18002), and the rest."""
     if not (unit or tier or k):
         c.run(".venv/bin/python tests/lanes.py" + (" -x" if x else ""), pty=False)
         return

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import fcntl
 import os
+import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 # The project tree (ansible.cfg, playbooks/, roles/, inventory/): the checkout this package
@@ -27,11 +28,21 @@ def state_dir() -> Path:
 
 
 @contextmanager
-def cache_lock(name: str) -> Iterator[None]:
-    """Held while one process builds a cached artifact: two test lanes (or a demo beside the
-    tests) that need the same artifact build it once, and neither sees it half made."""
-    path = cache_dir() / "locks" / f"{name}.lock"
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path` (created if missing), held for the block."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         yield
+
+
+def cache_lock(name: str) -> AbstractContextManager[None]:
+    """Held while one process builds a cached artifact: two test lanes (or a demo beside the
+    tests) that need the same artifact build it once, and neither sees it half made."""
+    return file_lock(cache_dir() / "locks" / f"{name}.lock")
+
+
+def machine_lock(name: str) -> AbstractContextManager[None]:
+    """Held while one process starts a service the whole machine shares (the PostgreSQL
+    cluster, a Redis port): whatever cache or state directory each process was given."""
+    return file_lock(Path(tempfile.gettempdir()) / f"racklift-{name}.lock")

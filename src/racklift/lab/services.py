@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from racklift.errors import LabError
+from racklift.paths import machine_lock
 
 # Lab-only database role. It guards nothing but a throwaway lab database on loopback.
 PG_ROLE = "racklift"
@@ -126,22 +127,37 @@ class Postgres:
                            "delete the file to rebuild it")
 
 
-def ensure_postgres() -> Postgres:
-    """Start the Debian cluster if it is down and make sure the lab role exists."""
+def _lab_cluster() -> tuple[str, str, str, str]:
+    """(version, name, port, status) of the newest version's 'main' cluster, or the newest."""
     lsclusters = _need("pg_lsclusters", "postgresql")
     clusters = [line.split() for line in subprocess.run(
         [lsclusters, "-h"], capture_output=True, text=True, check=True).stdout.splitlines()]
     if not clusters:
         raise LabError("no PostgreSQL cluster found: install the Debian package 'postgresql'")
-    # Prefer the newest version's 'main' cluster.
     clusters.sort(key=lambda c: (c[1] == "main", float(c[0])), reverse=True)
     version, name, port, status = clusters[0][:4]
-    if status != "online":
-        result = subprocess.run(["pg_ctlcluster", version, name, "start"],
-                                capture_output=True, text=True)
-        if result.returncode != 0:
-            raise LabError(f"could not start PostgreSQL {version}/{name} on port {port}: "
-                           f"{result.stderr.strip()}")
+    return version, name, port, status
+
+
+def ensure_postgres() -> Postgres:
+    """Start the Debian cluster if it is down and make sure the lab role exists."""
+    # Two test lanes start at once on a fresh machine: unlocked, both ran pg_ctlcluster start
+    # and the second failed on the first's half-written postmaster.pid (CI, 2026-12-04).
+    with machine_lock("postgres"):
+        version, name, port, status = _lab_cluster()
+        if status != "online":
+            result = subprocess.run(["pg_ctlcluster", version, name, "start"],
+                                    capture_output=True, text=True)
+            # Something outside racklift may have started it meanwhile: only a cluster still
+            # down is an error.
+            if result.returncode != 0 and _lab_cluster()[3] != "online":
+                raise LabError(f"could not start PostgreSQL {version}/{name} on port {port}: "
+                               f"{result.stderr.strip()}")
+        _ensure_lab_role(port)
+    return Postgres(port=int(port), bin_dir=Path(f"/usr/lib/postgresql/{version}/bin"))
+
+
+def _ensure_lab_role(port: str) -> None:
     role_sql = (
         f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{PG_ROLE}') THEN "
         f"CREATE ROLE {PG_ROLE} LOGIN CREATEDB PASSWORD '{PG_PASSWORD}'; END IF; END $$;"
@@ -156,7 +172,6 @@ def ensure_postgres() -> Postgres:
     if result.returncode != 0:
         raise LabError(f"could not create the PostgreSQL role '{PG_ROLE}': "
                        f"{result.stderr.strip()}")
-    return Postgres(port=int(port), bin_dir=Path(f"/usr/lib/postgresql/{version}/bin"))
 
 
 def redis_ping(port: int) -> bool:
@@ -181,6 +196,11 @@ def redis_flush(port: int, databases: tuple[int, ...]) -> None:
 
 def ensure_redis(port: int, workdir: Path) -> None:
     """Use a Redis already answering on `port`, or start one that keeps nothing on disk."""
+    with machine_lock(f"redis-{port}"):
+        _ensure_redis(port, workdir)
+
+
+def _ensure_redis(port: int, workdir: Path) -> None:
     if redis_ping(port):
         return
     if port_open(port):

@@ -126,6 +126,20 @@ def test_a_host_that_sends_without_end_is_cut_off_at_the_limit_and_refused():
     assert events[-1].kind == "failed"
 
 
+def test_a_host_that_sends_past_the_limit_in_one_burst_is_cut_off_not_timed_out():
+    # Planted: a collector with a pipe larger than racklift's reader keeps buffered (1 MiB)
+    # writes 3 MiB at once and hangs. The reader, stopped with a full buffer, was paused and
+    # never saw the end of the killed client: the host failed at the timeout as "no answer"
+    # (seen under load in the unit tier before, every time with this burst).
+    burst = ("import fcntl, os, time\n"
+             "fcntl.fcntl(1, fcntl.F_SETPIPE_SZ, 2**20)\n"
+             "os.write(1, b'x' * (3 * 2**20))\n"
+             "time.sleep(600)\n")
+    got, _ = one(burst, timeout=60)
+    assert got == (f"failed at '{COLLECT_TASK}': its output went past racklift's limit of "
+                   "1 MiB: refused, the connection cut")
+
+
 def test_output_up_to_the_limit_is_taken():
     got, _ = one(f"import sys; sys.stdout.write('x' * {2**20})")
     assert isinstance(got, Collected) and len(got.stdout) == 2**20

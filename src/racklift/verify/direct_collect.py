@@ -31,6 +31,8 @@ STDERR_LIMIT = 64 * 1024
 CONCURRENCY = 128
 # A host whose collection takes longer than this fails (nvidia-smi -q -x on 8 GPUs: seconds).
 TIMEOUT = 600.0
+# After a kill, how long the client's pipes are read to their end before they are let go.
+CUT_TIMEOUT = 10.0
 # ssh's exit status when the connection itself failed (as Ansible reads it: unreachable).
 SSH_FAILED = 255
 
@@ -81,38 +83,45 @@ async def run_on(ssh: list[str], argv: list[str], script: bytes, *, limit: int,
         except (BrokenPipeError, ConnectionResetError):
             pass  # the host closed it: its exit status says why
 
-    async def exchange() -> tuple[bytes, bytes]:
-        errors = asyncio.ensure_future(_read(stderr, STDERR_LIMIT))
-        fed = asyncio.ensure_future(feed())
-        # One byte over the limit is enough to refuse the document: the client is killed
-        # rather than the rest read, and what it wrote to stderr no longer waited for.
-        out = await _read(stdout, limit + 1, keep_reading=False)
-        if len(out) > limit:
-            _kill(proc)
-            errors.cancel()
-            fed.cancel()
-            await proc.wait()
-            raise HostFailed("failed", f"its output went past racklift's limit of "
-                                       f"{limit / 2**20:g} MiB: refused, the connection cut")
-        err, _ = await asyncio.gather(errors, fed)
-        await proc.wait()
-        return out, err
-
+    errors = asyncio.ensure_future(_read(stderr, STDERR_LIMIT))
+    fed = asyncio.ensure_future(feed())
+    err = b""
     try:
-        out, err = await asyncio.wait_for(exchange(), timeout)
+        async with asyncio.timeout(timeout):
+            # One byte over the limit is enough to refuse the document: the client is killed
+            # rather than the rest read, and what it wrote to stderr no longer waited for.
+            out = await _read(stdout, limit + 1, keep_reading=False)
+            if len(out) <= limit:
+                err, _ = await asyncio.gather(errors, fed)
+                await proc.wait()
     except TimeoutError:
-        _kill(proc)
-        await proc.wait()
+        await _cut(proc, stdout, stderr, errors, fed)
         raise HostFailed("failed", f"no answer within {timeout:.0f} s: killed") from None
+    if len(out) > limit:
+        await _cut(proc, stdout, stderr, errors, fed)
+        raise HostFailed("failed", f"its output went past racklift's limit of "
+                                   f"{limit / 2**20:g} MiB: refused, the connection cut")
     text = err.decode(errors="replace")
     if proc.returncode == SSH_FAILED:
         raise HostFailed("unreachable", " ".join(text.split())[:300] or "ssh failed")
     return Ran(argv, proc.returncode or 0, out.decode(errors="replace"), text)
 
 
-def _kill(proc: asyncio.subprocess.Process) -> None:
+async def _cut(proc: asyncio.subprocess.Process, stdout: asyncio.StreamReader,
+               stderr: asyncio.StreamReader, *tasks: asyncio.Future[Any]) -> None:
+    """Kill the client and read its pipes to their end. A pipe whose reader stopped with a
+    full buffer is paused: it never sees the end the kill makes, and asyncio's wait() waits
+    for the pipes too (a host writing fast past the limit hung here until the timeout)."""
     with suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    # Bounded: a process outside the client's group could hold a pipe open.
+    with suppress(TimeoutError):
+        async with asyncio.timeout(CUT_TIMEOUT):
+            await asyncio.gather(_read(stdout, 0), _read(stderr, 0))
+            await proc.wait()
 
 
 async def _read(stream: asyncio.StreamReader, limit: int, *, keep_reading: bool = True) -> bytes:

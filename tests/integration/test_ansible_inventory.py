@@ -139,16 +139,28 @@ def test_the_kept_inventory_sees_each_change_and_flush_reads_in_full(instance, s
     assert without_unsafe(json.loads(fresh.stdout[fresh.stdout.index("{"):])) == first
 
 
-def test_netbox_text_is_never_templated(instance, seeded_netbox):
-    """A NetBox field is data, not a template: '{{ ... }}' in a serial must stay literal."""
+def test_netbox_text_is_never_templated(instance, seeded_netbox, tmp_path):
+    """A NetBox field is data, not a template: templates planted in a serial and in an
+    interface's name (a key of the nested racklift_expected.macs) reach the play as their
+    literal text, and nothing they ask for runs on the controller."""
+    ran = tmp_path / "ran-on-the-controller"
     device = seeded_netbox.get_all("dcim/devices", {"name": "gpu-0001"})[0]
-    seeded_netbox.update("dcim/devices", [{"id": device["id"], "serial": "{{ 6 * 7 }}"}])
+    serial = f"{{{{ lookup('pipe', 'touch {ran}') }}}}"
+    seeded_netbox.update("dcim/devices", [{"id": device["id"], "serial": serial}])
+    with_mac = next(i for i in seeded_netbox.get_all("dcim/interfaces", {"device_id": device["id"]})
+                    if i.get("mac_address") or i.get("primary_mac_address"))
+    interface = "{% if lookup('pipe', 'id') %}x{% endif %}{{ 6 * 7 }}"
+    seeded_netbox.update("dcim/interfaces", [{"id": with_mac["id"], "name": interface}])
     result = run("ansible", "gpu-0001", "-m", "ansible.builtin.debug",
-                 "-a", "msg={{ racklift_expected.serial }}",
-                 NETBOX_URL=instance.url, NETBOX_TOKEN=instance.token)
-    assert result.returncode == 0, result.stderr
-    assert "msg: '{{ 6 * 7 }}'" in result.stdout
-    assert "42" not in result.stdout
+                 "-a", "msg={{ [racklift_expected.serial, racklift_expected.macs] | to_json }}",
+                 NETBOX_URL=instance.url, NETBOX_TOKEN=instance.token,
+                 ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    shown = json.loads(json.loads(result.stdout)["plays"][0]["tasks"][0]["hosts"]["gpu-0001"]
+                       ["msg"])
+    assert shown[0] == serial
+    assert interface in shown[1]
+    assert not ran.exists()
 
 
 def test_ansible_reaches_hosts_by_group(instance, seeded_netbox):

@@ -118,6 +118,9 @@ def test_each_key_overrides_its_default_alone(path: str, value: Any) -> None:
     ("ofed.repo_url", "https://mirror/doca /\ndeb [trusted=yes] http://evil/ /", "https URL"),
     ("ofed.repo_url", "https://mirror/doca\r\n", "https URL"),
     ("ofed.repo_url", "https://[trusted=yes]mirror/", "https URL"),
+    # Planted: a template an older Ansible would have run on the controller.
+    ("ofed.repo_url", "https://mirror/{{7*7}}", "https URL"),
+    ("ofed.repo_key_url", "https://mirror/{%if(1)%}x{%endif%}", "https URL"),
     ("ofed.repo_key_url", "mirror/key.pub", "https URL"),
     ("ofed.repo_key_url", "http://mirror/key.pub", "https URL"),
     ("ofed.repo_key_fingerprint", "0123456789abcdef0123456789abcdef01234567", "upper-case hex"),
@@ -247,6 +250,14 @@ def test_the_gpu_container_check_is_data_checked_before_use() -> None:
     assert [p.field for p in problems] == [
         "config_context.racklift.registry_mirror.check_image",
         "config_context.racklift.registry_mirror.check_command"]
+
+
+@pytest.mark.parametrize("word", ["{{ lookup('pipe', 'touch /tmp/pwned') }}",
+                                  "{% if true %}x{% endif %}", "{# comment #}"])
+def test_a_template_in_the_container_check_command_is_refused(word: str) -> None:
+    # Planted: the command becomes the host's argv; a template in it is never what was meant.
+    problems = parse({"registry_mirror": {"check_command": ["nvidia-smi", word]}})
+    assert [p.field for p in problems] == ["config_context.racklift.registry_mirror.check_command"]
 
 
 DOCA = {"repo_url": "https://linux.mellanox.com/public/repo/doca/2.9.1/debian12.5/x86_64/",

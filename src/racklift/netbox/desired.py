@@ -68,16 +68,23 @@ def setting(default: Any, rule: Rule) -> Any:
     return field(default=default, metadata={"rule": rule})
 
 
+# Jinja's markers: a value that becomes a command or a URL on a host is refused with one, so
+# no Ansible that templates a variable (ansible-core before 2.19 did, for plugin values) runs it.
+TEMPLATE_MARKERS = ("{{", "{%", "{#")
+
+
 def _is_command(value: Any) -> bool:
-    """An argv: words, never a shell line (the host runs it without a shell)."""
+    """An argv: words, never a shell line (the host runs it without a shell) or a template."""
     return (isinstance(value, list | tuple) and 0 < len(value) <= 16
-            and all(isinstance(w, str) and 0 < len(w) <= 256 and "\0" not in w for w in value))
+            and all(isinstance(w, str) and 0 < len(w) <= 256 and "\0" not in w
+                    and not any(m in w for m in TEMPLATE_MARKERS) for w in value))
 
 
 # An apt source's URL from a NetBox record: https (the record is only as safe as its least
 # careful editor; the controller's own group vars may use http or file:), and nothing that
-# could end the sources line (whitespace, quotes) or add options to it ('[').
-URL = r"https://[^\s\"'\\\[\]]+"
+# could end the sources line (whitespace, quotes), add options to it ('[') or be a template
+# ('{', '}': never unencoded in a URL).
+URL = r"https://[^\s\"'\\\[\]{}]+"
 DRIVER_VERSION = r"[0-9]+\.[0-9]+\.[0-9]+"
 
 

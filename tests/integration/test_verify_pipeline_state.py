@@ -16,6 +16,7 @@ import emulated
 from helpers import without_acceptance
 from racklift.facts.bundle import Bundle, Output
 from racklift.lab import hosts, seed
+from racklift.netbox.expected import GPU_ROLE
 from racklift.netbox.reader import Selection, read_hosts
 from racklift.pipeline import lock
 from racklift.pipeline.state import STAGE_FIELD
@@ -169,3 +170,37 @@ def test_a_host_moved_while_verify_ran_stays_where_it_was_moved(netbox, host, co
     assert run.verdicts[0].passed and run.verdicts[0].held == (
         "status changed to offline since verify started: left as it is")
     assert status(netbox) == "offline" and verify_entries(netbox, host) == before
+
+
+def gpu_serials(netbox, device: int) -> list[str]:
+    return sorted(i["serial"] for i in netbox.get_all(
+        "dcim/inventory-items", {"device_id": device, "role": GPU_ROLE}, fields=("serial",)))
+
+
+@pytest.mark.parametrize("state", ["staged", "active"])
+def test_what_a_host_shows_is_not_recorded_while_another_run_holds_it(netbox, host, collected,
+                                                                      state):
+    """--adopt writes only where the verdict could be written: planted, another run's lock
+    (a re-image of an active host too): no serial adopted. Freed, the same run adopts them."""
+    pipeline_state(netbox, host, state, "configured")
+    blank = gpu_serials(netbox, host)
+    assert blank and not any(blank)  # the seed records none: verify --adopt would fill them
+    assert lock.acquire(netbox, [host], "run-bob", "provision", BOB) == {}
+    lines: list[str] = []
+    try:
+        verify(netbox, SELECT, adopt_serials=True, record_observed_cables=True,
+               progress=lines.append)
+    finally:
+        lock.release(netbox, [host], "run-bob")
+    assert gpu_serials(netbox, host) == blank
+    assert any(line.startswith(f"{NAME}: nothing observed recorded: locked by "
+                               "bob@ctl02.example") for line in lines)
+    assert "adopted 0 first-seen GPU serials into NetBox" in lines
+    pipeline_state(netbox, host, state, "configured")
+    try:
+        verify(netbox, SELECT, adopt_serials=True)
+        assert all(gpu_serials(netbox, host))
+    finally:  # the module's other tests start from the seed's blanks
+        netbox.update("dcim/inventory-items", [
+            {"id": i["id"], "serial": ""} for i in netbox.get_all(
+                "dcim/inventory-items", {"device_id": host, "role": GPU_ROLE}, fields=("id",))])

@@ -10,6 +10,7 @@ from racklift.verify.check import CheckResult
 from racklift.verify.verdict import (
     HostVerdict,
     InNetBox,
+    busy,
     hold,
     journal_text,
     recorded,
@@ -84,6 +85,18 @@ def test_active_hosts_with_mark_failed_need_no_stage_but_respect_locks():
 
 def test_hosts_that_are_only_reported_are_never_held():
     assert hold(verdict("planned"), now("offline", None, BOB)) is None
+
+
+def test_nothing_is_written_for_a_host_another_run_holds_whatever_its_status():
+    # What --adopt and --record-cables record: an active host whose verdict is only reported
+    # is still another run's while it holds the lock (a re-image), and its own run's is free.
+    assert busy(verdict("active"), now("active", holder=BOB)) == (
+        f"{BOB.describe()}: left to that run")
+    assert busy(verdict("active"), now("active", holder=BOB), run="run-bob") is None
+    assert busy(verdict("active"), now("active")) is None
+    assert busy(verdict("staged"), now("staged", stage="imaged")) is not None
+    assert busy(verdict("active"), now("offline")) == (
+        "status changed to offline since verify started: left as it is")
 
 
 def test_a_verified_host_awaiting_acceptance_is_gated_again():

@@ -32,8 +32,10 @@ from racklift.verify.record_cables import record_cables
 from racklift.verify.verdict import (
     VERIFIED,
     HostVerdict,
+    busy,
     judge,
     not_verified,
+    read_now,
     record,
     skipped,
     with_holds,
@@ -184,6 +186,8 @@ def gate(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *, write: boo
                 observed.append((host, facts))
         else:
             verdicts.append(not_verified(host, got))
+    if write and (adopt_serials or record_observed_cables):
+        observed = _not_busy(netbox, verdicts, observed, run=run, progress=progress)
     if write and adopt_serials:
         progress(f"adopted {adopt(netbox, observed)} first-seen GPU serials into NetBox")
     if write and record_observed_cables:
@@ -196,6 +200,23 @@ def gate(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *, write: boo
                 progress(f"{v.host}: not recorded: {v.held}")
         verdicts = record(netbox, verdicts, mark_active_failed=mark_active_failed)
     return verdicts
+
+
+def _not_busy(netbox: NetBox, verdicts: list[HostVerdict],
+              observed: list[tuple[ExpectedHost, HostFacts]], *, run: str | None,
+              progress: Callable[[str], None]) -> list[tuple[ExpectedHost, HostFacts]]:
+    """The observed hosts what they showed may be recorded of: none another run holds, none
+    moved meanwhile, none not yet configured (the holds the verdict honours)."""
+    now = read_now(netbox, [host.netbox_id for host, _ in observed])
+    by_id = {v.netbox_id: v for v in verdicts}
+    kept = []
+    for host, facts in observed:
+        why = busy(by_id[host.netbox_id], now[host.netbox_id], run=run)
+        if why:
+            progress(f"{host.name}: nothing observed recorded: {why}")
+        else:
+            kept.append((host, facts))
+    return kept
 
 
 def verify(netbox: NetBox, selection: Selection, *, write: bool = True,

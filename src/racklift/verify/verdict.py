@@ -156,6 +156,12 @@ def hold(verdict: HostVerdict, now: InNetBox, *, run: str | None = None,
     `provision` skip it; its verdict is still reported."""
     if not recorded(verdict, mark_active_failed):
         return None
+    return busy(verdict, now, run=run)
+
+
+def busy(verdict: HostVerdict, now: InNetBox, *, run: str | None = None) -> str | None:
+    """Why nothing at all may be written for the host now, whatever its status: the verdict,
+    or what `verify --adopt` and `--record-cables` would record of it."""
     if now.status != verdict.status:
         # Someone else moved it while the facts were collected: their change wins.
         return (f"status changed to {now.status} since verify started: left as it is"
@@ -168,22 +174,26 @@ def hold(verdict: HostVerdict, now: InNetBox, *, run: str | None = None,
     return None
 
 
-def with_holds(netbox: NetBox, verdicts: Iterable[HostVerdict], *, run: str | None = None,
-               mark_active_failed: bool = False) -> list[HostVerdict]:
-    """The verdicts with why each must not be written (see `hold`), from NetBox read now."""
-    verdicts = list(verdicts)
-    ids = [v.netbox_id for v in verdicts if recorded(v, mark_active_failed)]
+def read_now(netbox: NetBox, ids: Iterable[int]) -> dict[int, InNetBox]:
+    """The hosts as NetBox has them now: status, last stage, lock."""
+    ids = list(ids)
     if not ids:
-        return verdicts
+        return {}
     holders = lock.current(netbox, ids)
     stages = read_stages(netbox, ids)
     statuses = {row["id"]: row["status"]["value"] for row in netbox.get_for_ids(
         "dcim/devices", "id", ids, {}, fields=("id", "status"))}
-    return [replace(v, held=hold(v, InNetBox(statuses.get(v.netbox_id),
-                                             stages.get(v.netbox_id),
-                                             holders.get(v.netbox_id)),
-                                 run=run, mark_active_failed=mark_active_failed))
-            for v in verdicts]
+    return {i: InNetBox(statuses.get(i), stages.get(i), holders.get(i)) for i in ids}
+
+
+def with_holds(netbox: NetBox, verdicts: Iterable[HostVerdict], *, run: str | None = None,
+               mark_active_failed: bool = False) -> list[HostVerdict]:
+    """The verdicts with why each must not be written (see `hold`), from NetBox read now."""
+    verdicts = list(verdicts)
+    now = read_now(netbox, [v.netbox_id for v in verdicts if recorded(v, mark_active_failed)])
+    return [replace(v, held=hold(v, now[v.netbox_id], run=run,
+                                 mark_active_failed=mark_active_failed))
+            if v.netbox_id in now else v for v in verdicts]
 
 
 def record(netbox: NetBox, verdicts: Iterable[HostVerdict], *,

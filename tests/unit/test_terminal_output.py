@@ -52,3 +52,8 @@ def test_progress_lines_carry_no_escape_sequences():
     progress = Progress(lambda line: lines.append(shown(plain(line))))
     progress.failed("gpu-01", "verify", PLANTED)
     assert lines and all("\x1b]52" not in line and "\x1b[2J" not in line for line in lines)
+
+
+def test_plain_text_writes_out_a_bidi_override():
+    # Planted: a bidi override that would show the rest of a line reversed.
+    assert plain("gpu-01\u202e10-upg").plain == "gpu-01\\u202e10-upg"

@@ -32,7 +32,8 @@ from racklift.netbox.client import NetBoxSettings
 from racklift.paths import REPO_ROOT
 
 PLAYBOOKS = REPO_ROOT / "playbooks"
-# Environment variables never handed to Ansible (they would land in the runner's artifacts).
+# Environment variables never handed to Ansible (they would land in the runner's artifacts) nor
+# to ssh (its ProxyCommand would see them, and a SendEnv in ssh_config would send them).
 SECRET_ENV = re.compile(r"TOKEN|PASSWORD|PASSWD|SECRET|PRIVATE_KEY|CREDENTIAL", re.IGNORECASE)
 # ... except these: they name where the Vault password is, not the password, and without them
 # Ansible cannot decrypt what is kept in Vault (BMC credentials in host vars).
@@ -100,14 +101,20 @@ def _token_file(token: str) -> Iterator[Path]:
         Path(name).unlink(missing_ok=True)
 
 
+def without_secrets(base: Mapping[str, str]) -> dict[str, str]:
+    """`base` less the variables named like secrets (but where the Vault password is): what a
+    process racklift starts gets (Ansible, the direct collector's ssh and its ProxyCommand)."""
+    return {key: value for key, value in base.items()
+            if key in VAULT_ENV or not SECRET_ENV.search(key)}
+
+
 def child_environment(settings: NetBoxSettings, token_file: Path, names: list[str],
                       extra: Mapping[str, str] | None = None,
                       base: Mapping[str, str] = os.environ) -> dict[str, str]:
     """What Ansible's process gets: no secrets, the NetBox URL, the token's file, the Vault
     password's file, the hosts."""
     bindir = Path(sys.executable).parent
-    env = {key: value for key, value in {**base, **(extra or {})}.items()
-           if key in VAULT_ENV or not SECRET_ENV.search(key)}
+    env = without_secrets({**base, **(extra or {})})
     env.update({
         "NETBOX_URL": settings.url, "NETBOX_TOKEN_FILE": str(token_file),
         "ANSIBLE_CONFIG": str(REPO_ROOT / "ansible.cfg"),

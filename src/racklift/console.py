@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections.abc import Iterable
 from typing import Any
@@ -13,21 +12,19 @@ from rich.table import Table
 from rich.text import Text
 
 from racklift.netbox.expected import ExpectedHost
+from racklift.text import printable
 
 # Progress and tables go to stderr, so stdout stays clean for JSON. Logs and CI get a width
 # that fits the tables instead of rich's 80-column default.
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 
-# Control characters but newline and tab: a host's or a record's text could move the cursor,
-# retitle the terminal or write the operator's clipboard (OSC 52) through an escape sequence.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
 def plain(text: object, style: str = "") -> Text:
     """`text` as the operator's terminal shows it: never markup (a "[/]" from a host would end
-    the table with an error), control characters written out (\\x1b)."""
-    return Text(_CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", str(text)), style=style)
+    the table with an error), characters but newline and tab that are not printable written
+    out (\\x1b): a host's or a record's text could otherwise move the cursor, retitle the
+    terminal or write the operator's clipboard (OSC 52) through an escape sequence."""
+    return Text(printable(str(text), keep="\n\t"), style=style)
 
 
 def print_json(data: Any) -> None:

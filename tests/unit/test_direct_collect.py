@@ -15,7 +15,8 @@ import time
 import pytest
 
 from helpers import REPO
-from racklift.ansible import HostEvent
+from racklift.ansible import SECRET_ENV, HostEvent
+from racklift.bmc.redfish import ENV_PASSWORD
 from racklift.verify import gate as verify_gate
 from racklift.verify.direct_collect import (
     COLLECT_TASK,
@@ -115,6 +116,23 @@ def test_the_command_line_reaches_the_host_quoted():
                  sysfs_root="/a b; touch /tmp/x")
     assert isinstance(got, Collected)
     assert json.loads(got.stdout) == ["--sysfs-root", "/a b; touch /tmp/x"]
+
+
+def test_ssh_gets_racklifts_environment_without_its_secrets(monkeypatch):
+    # Planted: racklift runs with the NetBox token and a BMC password in its environment; the
+    # stand-in "host" prints the environment ssh (and so a ProxyCommand) was given.
+    secrets = {"NETBOX_TOKEN": "nb-s3cret", "RACKLIFT_NETBOX_TOKEN": "nb-s3cret",
+               ENV_PASSWORD: "bmc-s3cret"}
+    assert all(SECRET_ENV.search(name) for name in secrets)
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("SSH_AUTH_SOCK", "/run/agent.sock")  # what ssh needs still reaches it
+    got, _ = one("import json, os, sys; sys.stdout.write(json.dumps(dict(os.environ)))")
+    assert isinstance(got, Collected)
+    env = json.loads(got.stdout)
+    assert not set(secrets) & set(env) and "s3cret" not in got.stdout
+    assert env["SSH_AUTH_SOCK"] == "/run/agent.sock"
+    assert os.environ["PATH"] in env["PATH"]  # python3 may be a shim that prepends to it
 
 
 def test_a_host_that_sends_without_end_is_cut_off_at_the_limit_and_refused():

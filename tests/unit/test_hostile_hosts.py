@@ -24,8 +24,11 @@ from racklift.facts.bundle import Bundle, Output
 from racklift.facts.container_check import parse_container_check
 from racklift.facts.host import from_bundle
 from racklift.facts.parsers import ParseError
+from racklift.pipeline.provision import failure_transitions
+from racklift.pipeline.state import Transition, apply
+from racklift.text import JOURNAL_LINE
 from racklift.verify import gate as verify_gate
-from racklift.verify.verdict import JOURNAL_LINE, journal_text, not_verified
+from racklift.verify.verdict import journal_text, not_verified
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
 HUGE = "9" * 5000  # past CPython's 4300-digit int() limit, and float("9" * 400) is inf
@@ -312,3 +315,50 @@ def test_a_hosts_text_cannot_break_the_journal():
     text = journal_text(not_verified(host, "nvidia-smi said \x00\x1b[2J" + "x" * 5000))
     assert "\x00" not in text and "\x1b" not in text
     assert max(map(len, text.splitlines())) == JOURNAL_LINE + len(" [...]")
+
+
+# Planted: one host's failure text (the deploy ramdisk's report, a module's message) carries a
+# NUL, an OSC 52 clipboard write and newlines; NetBox refuses a NUL, and a rack's failures go
+# in one request.
+PLANTED_FAILURE = "x\x00\x1b]52;c;ZXZpbA==\x07\nfake line\n" + "y" * 5000
+
+
+def _printable_and_bounded(text: str) -> bool:
+    return all(line.isprintable() and len(line) <= JOURNAL_LINE + len(" [...]")
+               for line in text.split("\n"))
+
+
+def test_one_hosts_failure_text_cannot_stop_its_racks_journal():
+    entries = failure_transitions({"gpu-01": 1, "gpu-02": 2},
+                                  {"gpu-01": PLANTED_FAILURE, "gpu-02": "no route to host"},
+                                  "racklift provision (run r1)", "image")
+    hostile, other = entries
+    assert hostile.journal is not None and _printable_and_bounded(hostile.journal)
+    # The host's text stays on its line of the entry, its characters written out.
+    assert hostile.journal.split("\n")[1].startswith("- x\\x00\\x1b]52;c;ZXZpbA==\\x07\\nfake")
+    assert other == Transition(2, "racklift provision (run r1): image failed.\n- no route to "
+                               "host", kind="danger", status="failed")
+
+
+class _Recorder:
+    """A NetBox that keeps what it is sent."""
+
+    def __init__(self) -> None:
+        self.sent: dict[str, list[dict[str, Any]]] = {}
+
+    def create(self, endpoint: str, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        self.sent.setdefault(endpoint, []).extend(objects)
+        return objects
+
+    def update(self, endpoint: str, objects: list[dict[str, Any]]) -> None:
+        self.sent.setdefault(endpoint, []).extend(objects)
+
+
+def test_every_journal_entry_is_written_printable_whoever_built_it():
+    # Planted: a lock's holder fields, or any builder that forgot journal_line.
+    netbox = _Recorder()
+    apply(netbox, [Transition(1, f"racklift lock taken by {PLANTED_FAILURE}"),
+                   Transition(2, "racklift verify: passed.\n- warning: fine")])
+    hostile, other = netbox.sent["extras/journal-entries"]
+    assert _printable_and_bounded(hostile["comments"])
+    assert other["comments"] == "racklift verify: passed.\n- warning: fine"

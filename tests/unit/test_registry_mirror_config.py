@@ -1,9 +1,18 @@
 """The registry mirror's pure functions: client configuration, Distribution configuration,
-who holds a port (from real `ss -Htlnp` output)."""
+who holds a port (from real `ss -Htlnp` output), which listen addresses the role refuses (its
+validate.yml asserts, evaluated here with its filters)."""
 
+from collections.abc import Callable
+from typing import Any
+
+import jinja2
 import pytest
+import yaml
 
+from helpers import REPO, load_script
 from racklift.registry import mirror
+
+ROLE = REPO / "roles" / "registry_mirror"
 
 UPSTREAMS = [
     {"name": "dockerhub", "registry": "docker.io", "url": "https://registry-1.docker.io",
@@ -91,3 +100,55 @@ def test_public_upstreams_drop_passwords_and_keep_bad_input_as_it_is():
     assert "password" in UPSTREAMS[1]  # the input is not changed
     assert mirror.public_upstreams("docker.io") == "docker.io"
     assert mirror.public_upstreams([1, {"password": "x"}]) == [1, {}]
+
+
+# Planted: an instance with upstream credentials told to listen on every address, spelled so
+# that a list of literal spellings lets it through.
+@pytest.mark.parametrize("address", ["::0", "0:0:0:0:0:0:0:0", "[::]", "[0:0::0]", "::",
+                                     "0.0.0.0", "", " 0.0.0.0 ", "::ffff:0.0.0.0"])
+def test_every_spelling_of_every_address_is_unspecified(address):
+    assert mirror.unspecified(address)
+
+
+@pytest.mark.parametrize("address", ["10.0.0.1", "::1", "fe80::1", "[fd00::5]", "127.0.0.1"])
+def test_one_address_is_not_unspecified(address):
+    assert not mirror.unspecified(address) and mirror.listen_ip(address) is not None
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0.", "0", "mirror.example", "0x0", "[0.0.0.0"])
+def test_what_is_no_ip_address_is_refused_not_taken_for_one_address(address):
+    # Distribution would resolve it as a name: glibc reads "0" and "0x0" as 0.0.0.0.
+    assert mirror.listen_ip(address) is None and not mirror.unspecified(address)
+
+
+def test_distribution_listens_on_an_ipv6_address_in_brackets():
+    upstream = {"name": "nvcr", "registry": "nvcr.io", "url": "https://nvcr.io", "port": 5001}
+    assert mirror.distribution_config(upstream, listen="fd00::5",
+                                      storage_root="/srv")["http"]["addr"] == "[fd00::5]:5001"
+
+
+def _validate_assert(name: str) -> Callable[..., Any]:
+    """The `that` of validate.yml's task `name`, with the role's filters, as a function of
+    its variables."""
+    tasks = yaml.safe_load((ROLE / "tasks" / "validate.yml").read_text())
+    that = next(t for t in tasks if t["name"] == name)["ansible.builtin.assert"]["that"]
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env.filters.update(load_script(ROLE / "filter_plugins" / "registry_mirror.py",
+                                   "registry_mirror_filters").FilterModule().filters())
+    return env.compile_expression(that)
+
+
+@pytest.mark.parametrize("address", ["::0", "0:0:0:0:0:0:0:0", "[0:0::0]", "0.0.0.0", ""])
+def test_the_role_refuses_credentials_on_every_address_however_written(address):
+    allowed = _validate_assert(
+        "Check an instance with upstream credentials does not listen on every address")
+    assert not allowed(__with_credentials=["nvcr"], registry_mirror_listen_address=address)
+    assert allowed(__with_credentials=[], registry_mirror_listen_address=address)
+    assert allowed(__with_credentials=["nvcr"], registry_mirror_listen_address="10.0.0.5")
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0.", "0", "mirror.example"])
+def test_the_role_refuses_a_listen_address_that_is_no_ip_address(address):
+    valid = _validate_assert("Check the listen address is an IP address")
+    assert not valid(registry_mirror_listen_address=address)
+    assert valid(registry_mirror_listen_address="fd00::5")

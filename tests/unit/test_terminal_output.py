@@ -4,12 +4,15 @@ screen) and rich markup. The operator's terminal shows it written out, and the t
 import io
 from dataclasses import replace
 
+import pytest
 from rich.console import Console
 
 import emulated
 from racklift.console import expected_table, plain
 from racklift.facts.host import from_bundle
+from racklift.pipeline.lock import Ticket, ticket
 from racklift.pipeline.progress import Progress
+from racklift.tasks.pipeline import locked_line, unlocked_line
 from racklift.verify import verdict_report
 from racklift.verify.verdict import judge
 
@@ -52,3 +55,34 @@ def test_progress_lines_carry_no_escape_sequences():
     progress = Progress(lambda line: lines.append(shown(plain(line))))
     progress.failed("gpu-01", "verify", PLANTED)
     assert lines and all("\x1b]52" not in line and "\x1b[2J" not in line for line in lines)
+
+
+def test_plain_text_writes_out_a_bidi_override():
+    # Planted: a bidi override that would show the rest of a line reversed.
+    assert plain("gpu-01\u202e10-upg").plain == "gpu-01\\u202e10-upg"
+
+
+# Planted: whoever took a lock wrote its holder record (a NetBox saved filter anyone with edit
+# rights can write): rich markup, a link and an OSC 52 clipboard write in its fields.
+HOLDER_PLANTED = "[link=https://evil]x[/link][bold red]\x1b]52;c;ZXZpbA==\x07"
+
+
+def planted_ticket() -> Ticket:
+    row = {"id": 7, "slug": "racklift-lock-42", "created": f"2026-11-30{HOLDER_PLANTED}",
+           "parameters": {"id": [42], "racklift_lock": {
+               "run": f"run-{HOLDER_PLANTED}", "owner": f"eve@{HOLDER_PLANTED}", "pid": 1,
+               "verb": HOLDER_PLANTED}}}
+    held = ticket(row)
+    assert held is not None
+    return held
+
+
+@pytest.mark.parametrize("line", [
+    lambda: locked_line("gpu-01", planted_ticket()),
+    lambda: unlocked_line("gpu-01", planted_ticket()),
+], ids=["locks", "unlock"])
+def test_a_locks_holder_fields_are_printed_as_text(line):
+    out = shown(line())
+    assert "\x1b]52" not in out and "\x1b]8;" not in out  # no clipboard write, no link
+    assert "\x1b[1;31m" not in out and "\x1b[1m" not in out  # [bold red] not applied
+    assert "[link=https://evil]x[/link][bold red]\\x1b]52;c;ZXZpbA==\\x07" in out

@@ -42,6 +42,14 @@ def public_upstreams(upstreams: Any) -> Any:
     return _mirror().public_upstreams(upstreams)
 
 
+def listen_ip_valid(address: Any) -> bool:
+    return _mirror().listen_ip(address) is not None
+
+
+def unspecified(address: Any) -> bool:
+    return _mirror().unspecified(address)
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
@@ -49,4 +57,6 @@ class FilterModule:
             "registry_mirror_foreign_listeners": foreign_listeners,
             "registry_mirror_client_config": client_config,
             "registry_mirror_public_upstreams": public_upstreams,
+            "registry_mirror_listen_ip_valid": listen_ip_valid,
+            "registry_mirror_unspecified": unspecified,
         }

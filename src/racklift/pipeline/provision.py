@@ -55,9 +55,10 @@ from racklift.pipeline.progress import Progress
 from racklift.pipeline.scheduler import is_drained
 from racklift.pipeline.state import KEEP, Transition, apply, read_stages
 from racklift.runs import new_run_dir
+from racklift.text import journal_line
 from racklift.verify.acceptance import acceptance_problems, asks_acceptance
 from racklift.verify.gate import gate
-from racklift.verify.verdict import VERIFIED_FIELD, journal_line
+from racklift.verify.verdict import VERIFIED_FIELD
 
 if TYPE_CHECKING:
     from racklift.pipeline.scheduler import Scheduler
@@ -86,8 +87,12 @@ def _preflight(h: HostRun) -> None:
         h.result, h.reached, h.error = PREFLIGHT, "preflight", "; ".join(problems)
 
 
-def _journal_fail(options: Options, run_id: str, stage: str, why: str) -> str:
-    return f"{_header(options, run_id)}: {stage} failed.\n- {why}"
+def failure_transitions(ids: Mapping[str, int], failures: Mapping[str, str], header: str,
+                        stage: str) -> list[Transition]:
+    """Each failed host's entry: `failed`, the journal quoting why on one line. The reason may
+    be the deploy ramdisk's report or a module's message, any characters at any length."""
+    return [Transition(ids[name], f"{header}: {stage} failed.\n{journal_line(f'- {why}')}",
+                       kind="danger", status="failed") for name, why in failures.items()]
 
 
 class _Batch:
@@ -110,14 +115,12 @@ class _Batch:
 
     def fail(self, failures: Mapping[str, str], stage: str) -> None:
         by_name = {h.name: h for h in self.runs}
-        transitions = []
         for name, why in failures.items():
-            h = by_name[name]
-            h.fail(stage, why)
+            by_name[name].fail(stage, why)
             self.progress.failed(name, stage, why)
-            transitions.append(Transition(h.host.netbox_id, _journal_fail(
-                self.options, self.run_id, stage, why), kind="danger", status="failed"))
-        apply(self.netbox, transitions)
+        apply(self.netbox, failure_transitions(
+            {name: h.host.netbox_id for name, h in by_name.items()}, failures,
+            _header(self.options, self.run_id), stage))
 
     def start(self) -> None:
         live = [h for h in self.runs if not h.result]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from racklift.netbox.client import NetBox
+from racklift.text import journal
 
 STAGE_FIELD = "racklift_stage"
 KEEP = object()  # a Transition field left as it is
@@ -41,7 +42,10 @@ def apply(netbox: NetBox, transitions: Iterable[Transition]) -> None:
         return
     netbox.create("extras/journal-entries", [
         {"assigned_object_type": "dcim.device", "assigned_object_id": t.netbox_id,
-         "kind": t.kind, "comments": t.journal} for t in transitions if t.journal is not None])
+         # Every entry's text made printable here, whoever built it: one NUL would make NetBox
+         # refuse every entry of the request.
+         "kind": t.kind, "comments": journal(t.journal)}
+        for t in transitions if t.journal is not None])
     updates = []
     for t in transitions:
         change: dict[str, Any] = {}

@@ -8,6 +8,7 @@ upstream registry to `scheme://mirror:port` (Docker and containerd refuse a path
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import ssl
 import urllib.error
@@ -25,9 +26,38 @@ def endpoint(host: str, port: int, tls: str) -> str:
     """The URL a client uses for one mirror instance: no path (Docker refuses one)."""
     if tls not in TLS_MODES:
         raise ValueError(f"unknown TLS mode {tls!r}; one of {', '.join(TLS_MODES)}")
-    # An IPv6 literal needs brackets in a URL and in Docker's host:port lists.
-    shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
-    return f"{'http' if tls == 'none' else 'https'}://{shown}:{int(port)}"
+    return f"{'http' if tls == 'none' else 'https'}://{_bracketed(host)}:{int(port)}"
+
+
+def _bracketed(host: str) -> str:
+    """`host` for a host:port pair: an IPv6 literal needs brackets (in a URL, in Docker's
+    host:port lists, in Distribution's listen address)."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def listen_ip(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The IP address an instance is told to listen on, in any spelling (an IPv6 one with or
+    without brackets); "" is every address (Distribution's ":port"). None: not an IP address,
+    which Distribution would resolve as a name (validate refuses it)."""
+    text = str(address).strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    if not text:
+        return ipaddress.IPv6Address("::")
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        return None
+
+
+def unspecified(address: str) -> bool:
+    """Whether an instance told to listen on `address` listens on every address: "", 0.0.0.0,
+    :: however written (::0, 0:0:0:0:0:0:0:0, [::]), and ::ffff:0.0.0.0 (Go listens on every
+    IPv4 address for it)."""
+    ip = listen_ip(address)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
+        ip = ip.ipv4_mapped
+    return ip is not None and ip.is_unspecified
 
 
 def client_config(mirrors: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -86,7 +116,7 @@ def distribution_config(upstream: Mapping[str, Any], *, listen: str, storage_roo
             "maintenance": {"uploadpurging": {"enabled": True, "age": "168h",
                                               "interval": "24h", "dryrun": False}},
         },
-        "http": {"addr": f"{listen}:{int(upstream['port'])}",
+        "http": {"addr": f"{_bracketed(listen)}:{int(upstream['port'])}",
                  "headers": {"X-Content-Type-Options": ["nosniff"]}},
         "health": {"storagedriver": {"enabled": True, "interval": "10s", "threshold": 3}},
         "proxy": {"remoteurl": str(upstream["url"]).rstrip("/")},

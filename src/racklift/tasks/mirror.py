@@ -50,6 +50,7 @@ def check(c, url, ca=None):
     for one in _names(url):
         health = check_endpoint(one, ca)
         unhealthy += not health.ok
-        console.print(f"{'[green]OK[/]' if health.ok else '[red]FAIL[/]'}  {one}  {health.detail}")
+        console.print(plain("OK", "green") if health.ok else plain("FAIL", "red"),
+                      plain(f" {one}  {health.detail}"))
     if unhealthy:
         raise Exit(f"error: {unhealthy} mirror endpoint(s) not healthy", code=1)

@@ -6,6 +6,7 @@ import json as jsonlib
 
 from invoke import task
 from invoke.exceptions import Exit
+from rich.text import Text
 
 from racklift.console import console, plain, print_json
 from racklift.errors import RackliftError
@@ -174,7 +175,7 @@ def locks(c, site=None, rack=None, role=None, status=None, host=None):
         held = lock.current(netbox, [h.netbox_id for h in hosts])
     for h in hosts:
         if h.netbox_id in held:
-            console.print(f"{h.name}: {held[h.netbox_id].describe()}")
+            console.print(locked_line(h.name, held[h.netbox_id]))
     console.print(jsonlib.dumps({"locked": sum(1 for h in hosts if h.netbox_id in held),
                                  "hosts": len(hosts)}))
 
@@ -190,6 +191,14 @@ def unlock(c, host, reason="stale lock broken by the operator"):
             raise RackliftError(f"not in NetBox: {', '.join(sorted(missing))}")
         broken = lock.break_locks(netbox, [h.netbox_id for h in hosts], reason)
     for h in hosts:
-        console.print(f"{h.name}: " + (f"broke the lock of {broken[h.netbox_id].owner} "
-                                       f"(run {broken[h.netbox_id].run})"
-                                       if h.netbox_id in broken else "not locked"))
+        console.print(unlocked_line(h.name, broken.get(h.netbox_id)))
+
+
+# A lock's owner, run and verb are whatever its taker wrote into NetBox: data, shown as text.
+def locked_line(host: str, held: lock.Ticket) -> Text:
+    return plain(f"{host}: {held.describe()}")
+
+
+def unlocked_line(host: str, broken: lock.Ticket | None) -> Text:
+    return plain(f"{host}: " + (f"broke the lock of {broken.owner} (run {broken.run})"
+                                if broken else "not locked"))

@@ -18,7 +18,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
-from racklift.ansible import HostEvent, failure_text
+from racklift.ansible import HostEvent, failure_text, without_secrets
 
 # collect.yml's task names: the direct collector's progress events and failures name the same.
 COLLECT_TASK = "Run the collector on the host"
@@ -69,6 +69,8 @@ async def run_on(ssh: list[str], argv: list[str], script: bytes, *, limit: int,
     proc = await asyncio.create_subprocess_exec(
         *ssh, shlex.join(argv), stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        # The NetBox token and a BMC password are racklift's, not ssh's: what Ansible gets.
+        env=without_secrets(os.environ),
         # Its own process group: a kill reaches what ssh started too (a ProxyCommand), which
         # would otherwise hold the pipes open, and asyncio waits for them to close.
         start_new_session=True)

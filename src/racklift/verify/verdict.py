@@ -17,6 +17,7 @@ from racklift.netbox.expected import ExpectedHost, Problem
 from racklift.pipeline import lock
 from racklift.pipeline.plan import COMPLETED, CONFIGURE, VERIFY
 from racklift.pipeline.state import KEEP, Transition, apply, read_stages
+from racklift.text import journal_line
 from racklift.verify.check import PASSING, CheckResult
 from racklift.verify.compare import CRITICAL, Mismatch, compare
 from racklift.verify.health import run_checks
@@ -97,18 +98,6 @@ def skipped(expected: ExpectedHost) -> HostVerdict:
     return HostVerdict(expected.name, expected.netbox_id, expected.status,
                        skipped=f"status {expected.status}: only {', '.join(VERIFIED)} hosts are "
                                "verified")
-
-
-# A journal line quotes what hosts said, which may be any characters at any length; NetBox
-# refuses a NUL (PostgreSQL cannot store one), and record() writes all hosts' entries in one
-# request: one host's text must not fail them all.
-JOURNAL_LINE = 1000
-
-
-def journal_line(line: str) -> str:
-    """A journal line from text that may quote a host: printable, at most JOURNAL_LINE long."""
-    text = "".join(c if c.isprintable() else "\ufffd" for c in line[:JOURNAL_LINE])
-    return text + " [...]" if len(line) > JOURNAL_LINE else text
 
 
 def journal_text(verdict: HostVerdict) -> str:

@@ -1,5 +1,11 @@
 """Seed → read back the expected model from the real NetBox, field by field."""
 
+from importlib import import_module
+
+import pytest
+from invoke import Context
+from invoke.exceptions import Exit
+
 from racklift.lab import seed
 from racklift.netbox.adoption import adoption_report
 from racklift.netbox.bootstrap import ROLE_GPU_SERVER, ensure_role_context
@@ -93,6 +99,34 @@ def test_the_adoption_report_on_the_seed_finds_the_servers_ready(seeded_netbox):
     assert seeded_netbox.count("extras/config-contexts") == contexts + 1
     switch = read_hosts(seeded_netbox, Selection(roles=(seed.SWITCH_ROLE,)))[0]
     assert "config_context.racklift" not in {p.field for p in switch.problems}
+
+
+def test_adopt_apply_overrides_no_existing_context_unless_forced(seeded_netbox, monkeypatch):
+    """`netbox.adopt --apply`'s role context (weight 1000, versions and mirror null) would
+    override what a site context sets for the role's devices: refused, naming the context and
+    the key, nothing created; with --force created, and the output names them."""
+    nb = seeded_netbox
+    netbox_tasks = import_module("racklift.tasks.netbox")
+    monkeypatch.setattr(netbox_tasks, "connect", lambda: nb)
+    site = nb.get_all("dcim/sites", {"slug": "lab1"}, fields=("id",))[0]
+    # Planted: the site pins the driver of every device in it, its switches included.
+    nb.create("extras/config-contexts", [{
+        "name": "lab1-driver", "weight": 100, "sites": [site["id"]],
+        "data": {"racklift": {"nvidia_driver": {"branch": "550", "version": "550.127.08"}}}}])
+    contexts = nb.count("extras/config-contexts")
+    with pytest.raises(Exit) as refused:
+        netbox_tasks.adopt(Context(), site="lab1", role=seed.SWITCH_ROLE, apply=True)
+    assert "'lab1-driver'" in str(refused.value.message)
+    assert "racklift.nvidia_driver.version" in str(refused.value.message)
+    assert "racklift.ofed.version" not in str(refused.value.message)  # set by none
+    assert nb.count("extras/config-contexts") == contexts
+    with netbox_tasks.console.capture() as printed:
+        netbox_tasks.adopt(Context(), site="lab1", role=seed.SWITCH_ROLE, apply=True,
+                           force=True)
+    out = " ".join(printed.get().split())  # as printed, wrapped or not
+    assert f"racklift-{seed.SWITCH_ROLE}" in out and "overriding" in out
+    assert "racklift.nvidia_driver.version set by config context 'lab1-driver'" in out
+    assert nb.count("extras/config-contexts") == contexts + 1
 
 
 def test_gpus_recorded_as_modules_are_read_from_the_real_api(seeded_netbox):

@@ -50,3 +50,46 @@ def test_observed_links_fill_ports_without_a_cable_and_only_those(empty_netbox):
                              fields=("cable",))[0]["cable"]["id"]])
     stranger = replace(facts, system=replace(facts.system, serial="S999"))
     assert record_cables(empty_netbox, [(_host(empty_netbox), stranger)]) == 0
+
+
+def _uncable(netbox, device: str, *names: str) -> None:
+    netbox.delete("dcim/cables", [p["cable"]["id"] for p in netbox.get_all(
+        "dcim/interfaces", {"device": device, "name": list(names)}, fields=("cable",))])
+
+
+def _lldp(port: str, switch: str, switch_port: str) -> LldpNeighbor:
+    return LldpNeighbor(port, switch, None, None, switch_port, "ifname", None, None)
+
+
+def test_a_far_end_is_a_switch_of_the_hosts_site_never_another_server(empty_netbox):
+    """What a host hears is a claim: it becomes a cable only to a device whose role the host's
+    context names as a switch's (`racklift.cabling.switch_roles`) in the host's own site."""
+    nb = empty_netbox
+    seed.apply(nb, seed.plan(racks=1))
+    # Another site with switches named as the lab's leaf and as none of lab1's.
+    other = nb.create("dcim/sites", [{"name": "lab2", "slug": "lab2", "status": "active"}])[0]
+    switch = nb.get_all("dcim/devices", {"name": "leaf-r01"}, fields=("device_type", "role"))[0]
+    nb.create("dcim/devices", [{"name": name, "site": other["id"], "status": "active",
+                                "device_type": switch["device_type"]["id"],
+                                "role": switch["role"]["id"]}
+                               for name in ("leaf-r01", "leaf-r99")])
+    _uncable(nb, "gpu-0001", "eno1", "eno2")
+    _uncable(nb, "gpu-0002", "eno1")  # a free server port: only its role keeps it out
+    expected = _host(nb)
+    facts = from_bundle(emulated.bundle(emulated.healthy_profile()))
+    assert facts.system is not None
+    facts = replace(facts, system=replace(facts.system, serial=expected.serial), lldp=(
+        # Planted: gpu-0001 says its eno1 hears another GPU server's eno1.
+        _lldp("eno1", "gpu-0002", "eno1"),
+        # The lab's leaf, whose name a switch in lab2 shares: lab1's is the one.
+        _lldp("eno2", "leaf-r01.lab.example", "swp2")))
+    assert record_cables(nb, [(expected, facts)]) == 1
+    peers = {i.name: i.peer for i in _host(nb).interfaces}
+    assert (peers["eno1"], peers["eno2"]) == (None, LinkPeer("leaf-r01", "swp2"))
+    assert [p["cable"] for p in nb.get_all("dcim/interfaces", {
+        "device": "gpu-0002", "name": "eno1"}, fields=("cable",))] == [None]
+    assert not [p for p in nb.get_all("dcim/interfaces", {"site_id": other["id"]},
+                                      fields=("cable",)) if p["cable"]]
+    # Planted: a switch that only another site has is not the host's neighbour.
+    elsewhere = replace(facts, lldp=(_lldp("eno1", "leaf-r99", "swp1"),))
+    assert record_cables(nb, [(_host(nb), elsewhere)]) == 0

@@ -17,7 +17,7 @@ from racklift.netbox.expected import ExpectedHost, ExpectedInterface, LinkPeer
 from racklift.verify.cabling import cabling, ib_is, lldp_is, switch_name
 from racklift.verify.compare import compare
 from racklift.verify.mismatch import CRITICAL, WARNING
-from racklift.verify.record_cables import links_to_record
+from racklift.verify.record_cables import SeenLink, far_device, links_to_record
 
 REAL = Path(__file__).parents[1] / "fixtures" / "real"
 # A GPU host's NICs: ens1np0 to a storage switch, four rails to LEAF01-04 (SONiC, port ids
@@ -326,6 +326,8 @@ def test_record_cables_takes_only_uncabled_ports_of_a_host_that_is_itself():
     seen = links_to_record(uncabled, replace(facts, lldp=heard))
     assert [(s.interface, s.port) for s in seen] == [("eno2", "Ethernet184"), ("mlx5_0", 1)]
     assert seen[1].devices == ("ib-leaf-u01-1-0",) and seen[0].devices == ("LEAF03",)
+    # Each link names where its far end must be: the host's site, its context's switch roles.
+    assert {(s.site, s.switch_roles) for s in seen} == {(record.site, ("leaf-switch",))}
     # A port the map shows without a link sees no switch port to record.
     assert facts.ib_links is not None
     unlinked = replace(facts.ib_links["mlx5_0"], peer_guid="", peer_type="", peer_desc="",
@@ -334,3 +336,24 @@ def test_record_cables_takes_only_uncabled_ports_of_a_host_that_is_itself():
     assert [s.interface for s in links_to_record(uncabled, no_link)] == ["eno2"]
     wrong = replace(facts, system=replace(facts.system, serial="S999"))
     assert links_to_record(uncabled, wrong) == []
+
+
+def _device(id_: int, name: str, site: str = "lab1", role: str = "leaf-switch") -> dict:
+    return {"id": id_, "name": name, "site": {"id": 1, "slug": site},
+            "role": {"id": 2, "slug": role}}
+
+
+def test_a_far_end_is_only_a_switch_of_the_hosts_site_and_never_a_guess():
+    link = SeenLink(7, "eno1", ("LEAF-R01",), "swp1", "lab1", ("leaf-switch", "spine"))
+    switch = _device(10, "leaf-r01")
+    assert far_device(link, [switch]) == 10  # the name, case aside
+    assert far_device(link, [_device(11, "leaf-r01", role="spine")]) == 11
+    # Planted: a host naming another GPU server as its neighbour gets no cable to it.
+    assert far_device(replace(link, devices=("gpu-0002",)),
+                      [_device(12, "gpu-0002", role="gpu-server")]) is None
+    # Planted: a switch of that name in another site is not the host's.
+    assert far_device(link, [_device(13, "leaf-r01", site="lab2")]) is None
+    assert far_device(link, [_device(13, "leaf-r01", site="lab2"), switch]) == 10
+    # Two switches of the name in the site (other tenants): no guess.
+    assert far_device(link, [switch, _device(14, "leaf-r01")]) is None
+    assert far_device(replace(link, switch_roles=()), [switch]) is None

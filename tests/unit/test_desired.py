@@ -142,6 +142,9 @@ def test_each_key_overrides_its_default_alone(path: str, value: Any) -> None:
     ("hardware.boot_timeout", 0, "whole seconds"),
     ("hardware.boot_timeout", 86400, "whole seconds"),
     ("hardware.lldp_switches", "no", "send LLDP"),
+    ("cabling.switch_roles", "leaf-switch", "device role slugs"),  # a list, not one slug
+    ("cabling.switch_roles", ["leaf switch"], "device role slugs"),
+    ("cabling.switch_roles", ["leaf-switch", 1], "device role slugs"),
     ("acceptance.dcgm_level", 5, "run level"),
     ("acceptance.dcgm_level", "3", "run level"),
     ("acceptance.nccl_busbw", 0, "bus bandwidth in GB/s"),
@@ -275,3 +278,14 @@ def test_a_repository_from_netbox_comes_with_its_key_pinned() -> None:
         problems = parse({"ofed": {"source": "doca", **unpinned}})
         assert [p.field for p in problems] == [f"{FIELD_PREFIX}.ofed.repo_key_fingerprint"]
         assert "signing key pinned" in problems[0].message
+
+
+def test_switch_roles_default_to_the_lab_switches_role_and_take_a_list_of_slugs() -> None:
+    """`verify --record-cables` takes far ends only among devices of these roles: the default
+    is the role the lab seeds its switches with; a context names its own."""
+    assert DesiredState().cabling.switch_roles == (seed.SWITCH_ROLE,)
+    state = parse(context("cabling.switch_roles", ["leaf-switch", "ib_leaf"]))
+    assert isinstance(state, DesiredState)
+    assert state.cabling.switch_roles == ("leaf-switch", "ib_leaf")
+    none = parse(context("cabling.switch_roles", []))
+    assert isinstance(none, DesiredState) and none.cabling.switch_roles == ()

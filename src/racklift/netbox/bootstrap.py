@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from racklift.errors import RackliftError
 from racklift.netbox.client import NetBox
 from racklift.netbox.desired import CONTEXT_KEY, has_software
 from racklift.netbox.expected import GPU_ROLE
+from racklift.netbox.overrides import Override, overrides
 
 TAG_MANAGED = "racklift"
 ROLE_GPU_SERVER = "gpu-server"
@@ -49,6 +50,7 @@ class BootstrapResult:
     endpoint: str
     key: str
     created: bool
+    overrides: tuple[Override, ...] = ()  # what existing contexts set that it overrides
 
 
 def bootstrap(netbox: NetBox) -> list[BootstrapResult]:
@@ -68,19 +70,70 @@ UNMANAGED = {"nvidia_driver": {"version": None}, "ofed": {"version": None},
              "container_toolkit": {"version": None}, "registry_mirror": {"url": None}}
 
 
-def ensure_role_context(netbox: NetBox, role: str) -> BootstrapResult:
-    """A racklift config context scoped to the device role, unless one that says anything of
-    racklift's already applies to it; never changes an existing one."""
+# What adoption's role context is merged at: its weight, and its name's prefix.
+ROLE_CONTEXT_WEIGHT = 1000
+DEVICE_FIELDS = ("id", "name", "site", "role", "device_type", "platform", "tenant", "cluster",
+                 "tags", "config_context", "local_context_data")
+
+
+@dataclass(frozen=True)
+class RoleContext:
+    """The racklift context adoption would create for a role (`role_id` None: one that says
+    anything of racklift's applies already, so none), and what of the role's devices'
+    existing contexts it would override."""
+
+    role: str
+    role_id: int | None
+    overrides: tuple[Override, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return f"racklift-{self.role}"
+
+
+def plan_role_context(netbox: NetBox, role: str) -> RoleContext:
+    """Reads only: whether a role context is needed, and what it would override."""
     found = netbox.get_all("dcim/device-roles", {"slug": role}, fields=("id", "slug"))
     if not found:
         raise RackliftError(f"no device role {role!r} in NetBox: --role takes a role's slug")
-    name = f"racklift-{role}"
-    existing = netbox.get_all("extras/config-contexts", {"device_role_id": found[0]["id"]})
+    role_id = found[0]["id"]
+    existing = netbox.get_all("extras/config-contexts", {"device_role_id": role_id})
     if any(has_software((c.get("data") or {}).get(CONTEXT_KEY)) for c in existing):
-        return BootstrapResult("extras/config-contexts", name, False)
+        return RoleContext(role, None)
+    devices = netbox.get_all("dcim/devices", {"role_id": role_id}, fields=DEVICE_FIELDS)
+    contexts = netbox.get_all("extras/config-contexts") if devices else []
+    plan = RoleContext(role, role_id)
+    return replace(plan, overrides=overrides(
+        {CONTEXT_KEY: UNMANAGED}, (ROLE_CONTEXT_WEIGHT, plan.name), devices, contexts))
+
+
+def create_role_context(netbox: NetBox, plan: RoleContext, force: bool = False
+                        ) -> BootstrapResult:
+    """The planned context; refused where it would override an existing context's keys
+    (nulling a driver version a site context sets changes what the hosts run), unless
+    `force`: then the result names them."""
+    if plan.role_id is None:
+        return BootstrapResult("extras/config-contexts", plan.name, False)
+    refuse_overrides(plan, force)
     netbox.create("extras/config-contexts", [{
-        "name": name, "weight": 1000, "roles": [found[0]["id"]],
+        "name": plan.name, "weight": ROLE_CONTEXT_WEIGHT, "roles": [plan.role_id],
         "data": {CONTEXT_KEY: UNMANAGED},
         "description": "racklift: nothing managed yet; set the driver and OFED versions, the "
                        "container toolkit and the registry mirror here"}])
-    return BootstrapResult("extras/config-contexts", name, True)
+    return BootstrapResult("extras/config-contexts", plan.name, True, plan.overrides)
+
+
+def refuse_overrides(plan: RoleContext, force: bool) -> None:
+    if plan.overrides and not force:
+        raise RackliftError(
+            f"config context {plan.name!r} (weight {ROLE_CONTEXT_WEIGHT}, role {plan.role}) "
+            "would override what existing config contexts set: "
+            + "; ".join(map(str, plan.overrides))
+            + ". Nothing was created: set racklift's values in those contexts, or --force")
+
+
+def ensure_role_context(netbox: NetBox, role: str, force: bool = False) -> BootstrapResult:
+    """A racklift config context scoped to the device role, unless one that says anything of
+    racklift's already applies to it; never changes an existing one, and overrides none's
+    keys unless `force`."""
+    return create_role_context(netbox, plan_role_context(netbox, role), force)

@@ -194,6 +194,24 @@ class Hardware:
         "do not (a silent port then warns)"))
 
 
+_SLUG = re.compile(r"[-a-zA-Z0-9_]{1,100}")  # a NetBox slug, as its SlugField takes one
+
+
+@dataclass(frozen=True)
+class Cabling:
+    """Where a host's cables may end (a context scoped to the site or the role)."""
+
+    # The device roles (slugs) of the switches the hosts' ports are cabled to: `verify
+    # --record-cables` takes a far end only among the devices of these roles in the host's own
+    # site, so a host naming another server (or a switch elsewhere) gets no cable to it. The
+    # default is the role of the switches the lab seeds; [] records no cable.
+    switch_roles: tuple[str, ...] = setting(("leaf-switch",), Rule(
+        lambda v: isinstance(v, list) and len(v) <= 32
+        and all(isinstance(s, str) and _SLUG.fullmatch(s) for s in v),
+        "set it to a list of at most 32 device role slugs of the switches hosts are cabled "
+        "to, e.g. [\"leaf-switch\", \"ib-leaf\"], or [] to record no cable"))
+
+
 def _positive(high: float) -> Callable[[Any], bool]:
     return lambda v: type(v) in (int, float) and 0 < v <= high
 
@@ -258,6 +276,7 @@ class DesiredState:
     container_toolkit: ContainerToolkit = ContainerToolkit()
     registry_mirror: RegistryMirror = RegistryMirror()
     hardware: Hardware = Hardware()
+    cabling: Cabling = Cabling()
     acceptance: Acceptance = Acceptance()
 
     @property

@@ -11,7 +11,7 @@ from racklift.console import console, expected_table, plain, print_json
 from racklift.inventory import build_inventory
 from racklift.netbox.adoption import AdoptionReport, adoption_report
 from racklift.netbox.bootstrap import bootstrap as bootstrap_netbox
-from racklift.netbox.bootstrap import ensure_role_context
+from racklift.netbox.bootstrap import create_role_context, plan_role_context, refuse_overrides
 from racklift.netbox.inventory_reader import read_inventory_hosts
 from racklift.netbox.reader import Selection, read_hosts
 from racklift.tasks.common import SELECTION_HELP, connect, operator_errors, selection
@@ -63,9 +63,12 @@ def _adoption_table(report: AdoptionReport, title: str) -> Table:
             "role": "device role slug(s) (default: every role at the site)",
             "apply": "create what needs no guess and change nothing else: racklift's tags, "
                      "roles and custom fields (bootstrap), and for each --role with no racklift "
-                     "config context, one scoped to it that manages nothing yet",
+                     "config context, one scoped to it that manages nothing yet, unless it "
+                     "would override a key an existing context sets for the role's devices",
+            "force": "with --apply, create each role's context even where it overrides keys "
+                     "existing contexts set (the output names them)",
             "json": "print the whole report as JSON on stdout"})
-def adopt(c, site=None, rack=None, role=None, apply=False, json=False):
+def adopt(c, site=None, rack=None, role=None, apply=False, force=False, json=False):
     """What an existing NetBox lacks for racklift to take its devices: per device type and
     field, how many devices lack it (with what to do), and each device's problems; the
     devices racklift can take as they are; names it cannot use. Reports only, unless
@@ -77,12 +80,21 @@ def adopt(c, site=None, rack=None, role=None, apply=False, json=False):
     with operator_errors():
         netbox = connect()
         if apply:
+            # Every role's context is planned and checked before anything is written.
+            plans = [plan_role_context(netbox, r) for r in chosen.roles]
+            for plan in plans:
+                refuse_overrides(plan, force)
             created = [r for r in bootstrap_netbox(netbox) if r.created]
-            created += [r for r in (ensure_role_context(netbox, r) for r in chosen.roles)
+            created += [r for r in (create_role_context(netbox, p, force) for p in plans)
                         if r.created]
             for r in created:
                 console.print(f"created  {r.endpoint} {r.key}")
-            console.print(f"{len(created)} objects created; nothing existing was changed")
+                for o in r.overrides:
+                    console.print(plain(f"  overriding {o}"))
+            overridden = [o for r in created for o in r.overrides]
+            console.print(f"{len(created)} objects created; " + (
+                f"{len(overridden)} keys of existing config contexts overridden (--force)"
+                if overridden else "nothing existing was changed or overridden"))
         report = adoption_report(read_hosts(netbox, chosen))
     if json:
         print_json(report.to_dict())

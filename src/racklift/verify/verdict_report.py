@@ -39,11 +39,13 @@ def table(verdicts: Sequence[HostVerdict], title: str) -> Table:
     return out
 
 
-def to_json(verdicts: Sequence[HostVerdict], selection: str) -> dict[str, Any]:
-    return {"racklift": __version__, "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
-                                                                  time.gmtime()),
-            "selection": selection, "summary": summary(verdicts),
-            "hosts": [v.to_dict() for v in verdicts]}
+def to_json(verdicts: Sequence[HostVerdict], selection: str,
+            seconds: float | None = None) -> dict[str, Any]:
+    return {"racklift": __version__, "verb": "verify",
+            "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "selection": selection,
+            **({"seconds": round(seconds, 1)} if seconds is not None else {}),
+            "summary": summary(verdicts), "hosts": [v.to_dict() for v in verdicts]}
 
 
 def to_junit(verdicts: Sequence[HostVerdict]) -> str:
@@ -67,10 +69,12 @@ def to_junit(verdicts: Sequence[HostVerdict]) -> str:
     return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def write(run_dir: Path, verdicts: Sequence[HostVerdict], selection: str) -> tuple[Path, Path]:
+def write(run_dir: Path, verdicts: Sequence[HostVerdict], selection: str,
+          seconds: float | None = None) -> tuple[Path, Path]:
     run_dir.mkdir(parents=True, exist_ok=True)
     report = run_dir / "report.json"
-    report.write_text(json.dumps(to_json(verdicts, selection), indent=2, default=str) + "\n")
+    report.write_text(json.dumps(to_json(verdicts, selection, seconds), indent=2,
+                                 default=str) + "\n")
     junit = run_dir / "junit.xml"
     junit.write_text(to_junit(verdicts))
     return report, junit

@@ -37,7 +37,7 @@ def verdicts(bad_name: str = "gpu-02", check: str = "kernel.gpu_errors",
     return [good, bad]
 
 
-def provision_report(run_dir: Path, **planted: str) -> dict[str, Any]:
+def provision_run(run_dir: Path, **planted: str) -> PipelineRun:
     """`planted`: what `verdicts` takes, in place of the refused host's name and texts."""
     good_verdict, bad_verdict = verdicts(**planted)
     bad_name = bad_verdict.host
@@ -54,8 +54,12 @@ def provision_report(run_dir: Path, **planted: str) -> dict[str, Any]:
                       timings={CONFIGURE: 20.0, VERIFY: 10.0})
     refused.fail(VERIFY, "; ".join(bad_verdict.failures))
     assert refused.result == FAILED
-    run = PipelineRun("run-1", "provision", [joined, refused], run_dir, 150.0)
-    return {**run_report.to_json(run, "rack=R01"), "generated_at": GENERATED_AT}
+    return PipelineRun("run-1", "provision", [joined, refused], run_dir, 150.0)
+
+
+def provision_report(run_dir: Path, **planted: str) -> dict[str, Any]:
+    return {**run_report.to_json(provision_run(run_dir, **planted), "rack=R01"),
+            "generated_at": GENERATED_AT}
 
 
 def verify_report(**planted: str) -> dict[str, Any]:

@@ -16,10 +16,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from racklift.pipeline.outcome import FAILED, SKIPPED
 from racklift.verify.check import PASSING
 from racklift.verify.mismatch import CRITICAL
 
 VERIFY = "verify"
+PASSED = "passed"  # verify's results: PASSED, FAILED, SKIPPED
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # report.json's generated_at
 INDEX = re.compile(r"\[[^\]]*\]")  # a check id's port or GPU: cable.wrong_peer[eth0]
 
@@ -100,7 +102,7 @@ def verdict_failures(verdict: Mapping[str, Any]) -> list[Failure]:
 
 
 def _verified(host: Mapping[str, Any]) -> HostView:
-    result = "passed" if host["passed"] else "skipped" if host["skipped"] else "failed"
+    result = PASSED if host["passed"] else SKIPPED if host["skipped"] else FAILED
     return HostView(host["host"], host.get("rack"), host.get("position"), result,
                     tuple(verdict_failures(host)) if host["failed"] else ())
 

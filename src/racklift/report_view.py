@@ -113,8 +113,11 @@ def _run(host: Mapping[str, Any]) -> HostView:
     if acceptance and not acceptance["passed"]:
         failures += _mismatches(acceptance.get("mismatches", []))
     if not failures and host["error"]:
-        # Failed outside the gate and acceptance (image, configure, lock, drain): the stage
-        # it reached is the cause, its error what was found.
-        failures.append(Failure(f"stage.{host['stage_reached']}", host["error"], "-", "-"))
+        # Failed outside the gate and acceptance (image, configure, drain): the stage it
+        # reached is the cause, its error what was found; refused before any stage (locked,
+        # preflight) or interrupted: the result is.
+        cause = (f"stage.{host['stage_reached']}" if host["result"] == FAILED
+                 else f"result.{host['result'].replace(' ', '_')}")
+        failures.append(Failure(cause, host["error"], "-", "-"))
     return HostView(host["host"], host["rack"], host.get("position"), host["result"],
                     tuple(failures), host["seconds"], host["stage_seconds"], acceptance)

@@ -13,8 +13,14 @@ import pytest
 import small_run
 from racklift import metrics
 from racklift.errors import RackliftError
+from racklift.netbox.desired import Acceptance
+from racklift.pipeline import run_report
+from racklift.pipeline.accept_stage import HostAcceptance
+from racklift.pipeline.plan import ACCEPT
+from racklift.tasks.common import publish_metrics, saved_report
 from racklift.tasks.pipeline import accept, provision, reimage
 from racklift.tasks.verify import verify
+from racklift.verify.mismatch import CRITICAL, Mismatch
 
 COMMON = 'verb="provision",selection="rack=R01"'
 EXPECTED = f"""\
@@ -125,6 +131,33 @@ def test_a_verify_run_counts_hosts_per_result_and_failing_hosts_per_check_id():
     assert_exposition_format("\n".join(out) + "\n")
 
 
+def test_a_host_failing_acceptance_counts_under_the_figure_it_missed(tmp_path):
+    run = small_run.provision_run(tmp_path)
+    slow = run.hosts[0]
+    slow.acceptance = HostAcceptance(slow.name, Acceptance(nccl_busbw=150.0), (
+        Mismatch("accept.nccl.busbw", ">= 150 GB/s", "120 GB/s", CRITICAL, "check NVLink"),),
+        {"nccl_busbw": 120.0})
+    slow.fail(ACCEPT, "; ".join(slow.acceptance.failures))
+    out = metrics.render(run_report.to_json(run, "rack=R01")).splitlines()
+    assert f'racklift_host_failures{{{COMMON},cause="accept.nccl.busbw"}} 1' in out
+    assert f'racklift_acceptance_passed{{{COMMON},host="gpu-01"}} 0' in out
+    assert (f"racklift_acceptance_nccl_bus_bandwidth_bytes_per_second{{{COMMON},"
+            'host="gpu-01"} 120000000000.0') in out
+
+
+def test_a_host_failing_outside_the_gate_counts_under_its_stage_or_its_result(tmp_path):
+    report = small_run.provision_report(tmp_path)
+    imaged, locked = report["hosts"]
+    imaged.update(result="failed", stage_reached="image", error="boot server: no answer",
+                  verdict=None, acceptance=None)
+    locked.update(result="locked", stage_reached="select", error="held by run-0", verdict=None)
+    report["summary"] = {"hosts": 2, "failed": 1, "locked": 1}
+    assert [line for line in metrics.render(report).splitlines()
+            if line.startswith("racklift_host_failures")] == [
+        f'racklift_host_failures{{{COMMON},cause="result.locked"}} 1',
+        f'racklift_host_failures{{{COMMON},cause="stage.image"}} 1']
+
+
 def test_planted_label_values_stay_one_escaped_sample_line(tmp_path):
     text = metrics.render(small_run.provision_report(
         tmp_path, bad_name=small_run.HOSTILE, check=small_run.HOSTILE))
@@ -186,3 +219,17 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary_file(tmp_path, monk
 def test_every_command_that_reports_a_run_takes_a_metrics_file_with_help(command):
     assert "metrics_file" in command.help
     assert "Prometheus" in command.help["metrics_file"]
+
+
+def test_the_tasks_write_the_metrics_of_the_saved_report_only_when_asked(tmp_path):
+    saved = tmp_path / "report.json"
+    saved.write_text(json.dumps(small_run.provision_report(tmp_path), default=str))
+    publish_metrics(None, saved_report(saved))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
+    publish_metrics(str(tmp_path / "out.prom"), saved_report(saved))
+    assert (tmp_path / "out.prom").read_text() == EXPECTED
+
+
+def test_a_report_that_cannot_be_read_is_an_operator_error(tmp_path):
+    with pytest.raises(RackliftError, match="cannot read the run's report"):
+        saved_report(tmp_path / "report.json")

@@ -97,7 +97,7 @@ def _execute(chosen, options: Options, *, check: bool, json: bool, quiet: bool,
                                         f"{' (check: nothing changed)' if check else ''}"))
     counts = ", ".join(f"{n} {k}" for k, n in run_report.summary(result).items() if k != "hosts")
     console.print(f"{counts or 'no hosts'} in {result.seconds:.1f} s; run {result.run_id}; "
-                  f"report {result.run_dir / 'report.json'}; "
+                  f"report {result.run_dir / 'report.json'} (and .html); "
                   f"Ansible artifacts {result.run_dir / 'ansible'}")
     for error in result.errors:
         console.print(plain(f"error: {error}", "red"))

@@ -83,8 +83,8 @@ def verify(c, site=None, rack=None, role="gpu-server", status=None, host=None, c
     staged/failed hosts become `active` only when everything passes, otherwise `failed`,
     with a journal entry listing every reason; hosts locked by a running provision, not yet
     configured, or whose status changed meanwhile are reported and left as they are. `active`
-    hosts get a drift report. Writes report.json, junit.xml and the support bundles to
-    runs/<time>-verify/ (and Prometheus metrics to --metrics-file). Exit 1 when any host
+    hosts get a drift report. Writes report.json, report.html, junit.xml and the support
+    bundles to runs/<time>-verify/ (and Prometheus metrics to --metrics-file). Exit 1 when any host
     fails."""
     chosen = selection(site, rack, role, status, host)
     with operator_errors():
@@ -102,7 +102,8 @@ def verify(c, site=None, rack=None, role="gpu-server", status=None, host=None, c
                   f"{counts['skipped']} skipped in {run.seconds:.1f} s"
                   f"{f', {held} left as they are in NetBox' if held else ''}"
                   f"{' (check: NetBox not written)' if check else ''}; "
-                  f"report {report_file}, JUnit {junit}, bundles {run.run_dir / 'bundles'}")
+                  f"report {report_file} (and .html), JUnit {junit}, "
+                  f"bundles {run.run_dir / 'bundles'}")
     with operator_errors():
         publish_metrics(metrics_file, report)
     if json:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ class HostRun:
 
     def to_dict(self) -> dict[str, Any]:
         return {"host": self.name, "netbox_id": self.host.netbox_id, "rack": self.host.rack,
+                "position": self.host.position,
                 "status_before": self.host.status, "completed_before": self.completed,
                 "stages": list(self.plan.stages), "skip": self.plan.skip,
                 "result": self.result, "stage_reached": self.reached, "error": self.error,
@@ -49,7 +50,8 @@ class HostRun:
                 "verdict": self.verdict.to_dict() if self.verdict else None,
                 "acceptance": None if self.acceptance is None else {
                     "passed": self.acceptance.passed, "summary": self.acceptance.summary(),
-                    "failures": self.acceptance.failures, "figures": self.acceptance.figures}}
+                    "failures": self.acceptance.failures, "figures": self.acceptance.figures,
+                    "mismatches": [asdict(m) for m in self.acceptance.mismatches]}}
 
 
 @dataclass(frozen=True)

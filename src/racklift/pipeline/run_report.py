@@ -1,8 +1,8 @@
-"""A provision/reimage run for people (a summary table) and for scripts (report.json)."""
+"""A provision/reimage/accept run for people (a summary table, report.html) and for scripts
+(report.json)."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from pathlib import Path
@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.table import Table
 
-from racklift import __version__
+from racklift import __version__, report_html
 from racklift.console import plain
 from racklift.pipeline.outcome import JOINED, PLANNED, SKIPPED, STAGED, HostRun, PipelineRun
 
@@ -63,6 +63,5 @@ def to_json(run: PipelineRun, selection: str) -> dict[str, Any]:
 
 
 def write(run: PipelineRun, selection: str) -> Path:
-    path = run.run_dir / "report.json"
-    path.write_text(json.dumps(to_json(run, selection), indent=2, default=str) + "\n")
-    return path
+    """report.json and report.html in the run directory."""
+    return report_html.save(run.run_dir, to_json(run, selection))

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import cache
+from pathlib import Path
+from typing import Any
 
 from invoke.exceptions import Exit
 
-from racklift.console import console
+from racklift import metrics
+from racklift.console import console, plain
 from racklift.errors import RackliftError
 from racklift.netbox.client import NetBox, NetBoxSettings
 from racklift.netbox.reader import Selection
@@ -64,3 +68,24 @@ def operator_errors() -> Iterator[None]:
         yield
     except RackliftError as exc:
         raise Exit(f"error: {exc}", code=1) from None
+
+
+METRICS_HELP = ("also write the run as Prometheus metrics to PATH, for node_exporter's "
+                "textfile collector (a *.prom file in its directory; one file per verb and "
+                "selection), replaced atomically")
+
+
+def saved_report(path: Path) -> dict[str, Any]:
+    """The report.json a run wrote: what --json prints and the metrics are rendered from, so
+    neither can say anything else."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise RackliftError(f"cannot read the run's report {path}: {exc}") from None
+
+
+def publish_metrics(metrics_file: str | None, report: Mapping[str, Any]) -> None:
+    """Write the metrics file when --metrics-file asked for one."""
+    if metrics_file:
+        metrics.write(Path(metrics_file), metrics.render(report))
+        console.print(plain(f"metrics {metrics_file}"), highlight=False)

@@ -19,7 +19,15 @@ from racklift.pipeline.progress import NORMAL, QUIET, VERBOSE, Progress
 from racklift.pipeline.provision import run
 from racklift.pipeline.racks import DEFAULT_RACKS, DEFAULT_RACKS_PER_SITE, Limits
 from racklift.pipeline.scheduler import scheduler_from_env
-from racklift.tasks.common import SELECTION_HELP, connect, operator_errors, selection
+from racklift.tasks.common import (
+    METRICS_HELP,
+    SELECTION_HELP,
+    connect,
+    operator_errors,
+    publish_metrics,
+    saved_report,
+    selection,
+)
 
 RUN_HELP = {
     "check": "show what would happen to each host; change nothing",
@@ -41,6 +49,7 @@ RUN_HELP = {
     "racks_per_site": "racks worked on at once in one site: its boot server and registry "
                       f"mirror serve them all (default {DEFAULT_RACKS_PER_SITE}; a boot "
                       "server images one rack at a time whatever this says)",
+    "metrics_file": METRICS_HELP,
 }
 
 
@@ -72,7 +81,8 @@ def _level(quiet: bool, verbose: bool) -> int:
 
 
 def _execute(chosen, options: Options, *, check: bool, json: bool, quiet: bool,
-             verbose: bool, max_fail: int, batch_size: str | None) -> None:
+             verbose: bool, max_fail: int, batch_size: str | None,
+             metrics_file: str | None) -> None:
     progress = Progress(lambda line: console.print(plain(line), highlight=False),
                         _level(quiet, verbose))
     extravars = {"racklift_max_fail_percentage": int(max_fail)}
@@ -82,16 +92,19 @@ def _execute(chosen, options: Options, *, check: bool, json: bool, quiet: bool,
         result: PipelineRun = run(connect(), chosen, options, check=check, progress=progress,
                                   scheduler=scheduler_from_env(), image=image_hosts,
                                   extravars=extravars)
+        report = saved_report(result.run_dir / "report.json")
     console.print(run_report.table(result, f"{options.verb}: {chosen.describe()}"
                                         f"{' (check: nothing changed)' if check else ''}"))
     counts = ", ".join(f"{n} {k}" for k, n in run_report.summary(result).items() if k != "hosts")
     console.print(f"{counts or 'no hosts'} in {result.seconds:.1f} s; run {result.run_id}; "
-                  f"report {result.run_dir / 'report.json'}; "
+                  f"report {result.run_dir / 'report.json'} (and .html); "
                   f"Ansible artifacts {result.run_dir / 'ansible'}")
     for error in result.errors:
         console.print(plain(f"error: {error}", "red"))
+    with operator_errors():
+        publish_metrics(metrics_file, report)
     if json:
-        print_json(run_report.to_json(result, chosen.describe()))
+        print_json(report)
     if not run_report.ok(result):
         raise Exit(code=1)
 
@@ -103,7 +116,7 @@ def provision(c, site=None, rack=None, role="gpu-server", host=None, check=False
               no_image=False, retry_failed=False, reimage=False, json=False, quiet=False,
               verbose=False, max_fail=50, batch_size=None, until=None, no_accept=False,
               pair_with_active=False, parallel_racks=None,
-              racks_per_site=None):
+              racks_per_site=None, metrics_file=None):
     """Take planned hosts to the pool: preflight, image, configure, verify + health, accept,
     join. Acceptance runs the load tests the hosts' config context asks for (DCGM, NCCL,
     RDMA in pairs) and admits only hosts that reach its thresholds.
@@ -119,7 +132,7 @@ def provision(c, site=None, rack=None, role="gpu-server", host=None, check=False
                       pair_with_active=pair_with_active,
                       limits=_limits(parallel_racks, racks_per_site))
     _execute(chosen, options, check=check, json=json, quiet=quiet, verbose=verbose,
-             max_fail=max_fail, batch_size=batch_size)
+             max_fail=max_fail, batch_size=batch_size, metrics_file=metrics_file)
 
 
 @task(help={"host": "device name(s), comma-separated", **RUN_HELP,
@@ -128,7 +141,7 @@ def provision(c, site=None, rack=None, role="gpu-server", host=None, check=False
 def reimage(c, host, reason, force=False, check=False, no_image=False, json=False,
             quiet=False, verbose=False, max_fail=50, batch_size=None, until=None,
             no_accept=False, pair_with_active=False, parallel_racks=None,
-            racks_per_site=None):
+            racks_per_site=None, metrics_file=None):
     """Rebuild hosts: drain (scheduler hook), offline, image, configure, verify, accept,
     rejoin.
 
@@ -140,13 +153,14 @@ def reimage(c, host, reason, force=False, check=False, no_image=False, json=Fals
                       pair_with_active=pair_with_active,
                       limits=_limits(parallel_racks, racks_per_site))
     _execute(selection(host=host), options, check=check, json=json, quiet=quiet,
-             verbose=verbose, max_fail=max_fail, batch_size=batch_size)
+             verbose=verbose, max_fail=max_fail, batch_size=batch_size,
+             metrics_file=metrics_file)
 
 
 @task(help={**{k: v for k, v in SELECTION_HELP.items() if k != "status"},
             **{k: RUN_HELP[k] for k in ("check", "json", "quiet", "verbose",
                                         "pair_with_active", "parallel_racks",
-                                        "racks_per_site")},
+                                        "racks_per_site", "metrics_file")},
             "retry_failed": "also take hosts whose acceptance failed",
             "force": "also test hosts that are active (in the pool): drained through the "
                      "scheduler hook first, back in the pool when they pass",
@@ -154,7 +168,7 @@ def reimage(c, host, reason, force=False, check=False, no_image=False, json=Fals
 def accept(c, site=None, rack=None, role="gpu-server", host=None, check=False,
            retry_failed=False, force=False, reason="", pair_with_active=False, json=False,
            quiet=False, verbose=False, parallel_racks=None,
-           racks_per_site=None):
+           racks_per_site=None, metrics_file=None):
     """Run the acceptance tests alone on hosts verify has passed: DCGM diagnostics, NCCL
     all-reduce and RDMA bandwidth in pairs, at the thresholds of their config context.
     Passing hosts join the pool; slow ones go failed with the figure and the threshold.
@@ -163,7 +177,8 @@ def accept(c, site=None, rack=None, role="gpu-server", host=None, check=False,
                       reason=reason, pair_with_active=pair_with_active,
                       limits=_limits(parallel_racks, racks_per_site))
     _execute(selection(site, rack, role, None, host), options, check=check, json=json,
-             quiet=quiet, verbose=verbose, max_fail=50, batch_size=None)
+             quiet=quiet, verbose=verbose, max_fail=50, batch_size=None,
+             metrics_file=metrics_file)
 
 
 @task(help={**SELECTION_HELP})

@@ -22,7 +22,15 @@ from racklift.netbox import expected_json
 from racklift.netbox.expected import ExpectedHost
 from racklift.netbox.reader import read_hosts
 from racklift.runs import new_run_dir
-from racklift.tasks.common import SELECTION_HELP, connect, operator_errors, selection
+from racklift.tasks.common import (
+    METRICS_HELP,
+    SELECTION_HELP,
+    connect,
+    operator_errors,
+    publish_metrics,
+    saved_report,
+    selection,
+)
 from racklift.verify import verdict_report
 from racklift.verify.gate import collect
 from racklift.verify.gate import verify as verify_hosts
@@ -65,24 +73,28 @@ def _plain(value: Any) -> Any:
                              "no cable for (to switch ports NetBox has, free of cables)",
             "json": "print the JSON report on stdout",
             "collector": "direct (default: one ssh client per host, as Ansible's inventory "
-                         "and ssh settings say to reach it) or ansible (collect.yml)"})
+                         "and ssh settings say to reach it) or ansible (collect.yml)",
+            "metrics_file": METRICS_HELP})
 def verify(c, site=None, rack=None, role="gpu-server", status=None, host=None, check=False,
            mark_failed=False, adopt=False, record_cables=False, json=False,
-           collector="direct"):
+           collector="direct", metrics_file=None):
     """The gate: collect each host's facts, compare them with NetBox, run health checks.
 
     staged/failed hosts become `active` only when everything passes, otherwise `failed`,
     with a journal entry listing every reason; hosts locked by a running provision, not yet
     configured, or whose status changed meanwhile are reported and left as they are. `active`
-    hosts get a drift report. Writes report.json, junit.xml and the support bundles to
-    runs/<time>-verify/. Exit 1 when any host fails."""
+    hosts get a drift report. Writes report.json, report.html, junit.xml and the support
+    bundles to runs/<time>-verify/ (and Prometheus metrics to --metrics-file). Exit 1 when any host
+    fails."""
     chosen = selection(site, rack, role, status, host)
     with operator_errors():
         run = verify_hosts(connect(), chosen, write=not check, mark_active_failed=mark_failed,
                            adopt_serials=adopt, record_observed_cables=record_cables,
                            collector=collector,
                            progress=lambda m: console.print(plain(m, "dim")))
-        report_file, junit = verdict_report.write(run.run_dir, run.verdicts, chosen.describe())
+        report_file, junit = verdict_report.write(run.run_dir, run.verdicts, chosen.describe(),
+                                                  run.seconds)
+        report = saved_report(report_file)
     console.print(verdict_report.table(run.verdicts, f"verify: {chosen.describe()}"))
     counts = verdict_report.summary(run.verdicts)
     held = sum(1 for v in run.verdicts if v.held)  # each said why as it was decided
@@ -90,9 +102,12 @@ def verify(c, site=None, rack=None, role="gpu-server", status=None, host=None, c
                   f"{counts['skipped']} skipped in {run.seconds:.1f} s"
                   f"{f', {held} left as they are in NetBox' if held else ''}"
                   f"{' (check: NetBox not written)' if check else ''}; "
-                  f"report {report_file}, JUnit {junit}, bundles {run.run_dir / 'bundles'}")
+                  f"report {report_file} (and .html), JUnit {junit}, "
+                  f"bundles {run.run_dir / 'bundles'}")
+    with operator_errors():
+        publish_metrics(metrics_file, report)
     if json:
-        print_json(verdict_report.to_json(run.verdicts, chosen.describe()))
+        print_json(report)
     if counts["failed"]:
         raise Exit(code=1)
 

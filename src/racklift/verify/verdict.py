@@ -49,6 +49,9 @@ class HostVerdict:
     # Whether passing admits the host (active); False: acceptance tests follow (staged,
     # stage verified).
     admit: bool = field(default=True, compare=False)
+    # Where NetBox places the host, for the reports' rack view (not part of the verdict).
+    rack: str | None = field(default=None, compare=False)
+    position: float | None = field(default=None, compare=False)
 
     @property
     def failures(self) -> list[str]:
@@ -85,19 +88,21 @@ def judge(expected: ExpectedHost, facts: HostFacts) -> HostVerdict:
     return HostVerdict(expected.name, expected.netbox_id, expected.status,
                        mismatches=tuple(compare(expected, facts)),
                        checks=tuple(run_checks(expected, facts)),
-                       problems=expected.problems, not_collected=facts.not_collected)
+                       problems=expected.problems, not_collected=facts.not_collected,
+                       rack=expected.rack, position=expected.position)
 
 
 def not_verified(expected: ExpectedHost, error: str | None) -> HostVerdict:
     """A host that could not be looked at: incomplete record, or unreachable."""
     return HostVerdict(expected.name, expected.netbox_id, expected.status,
-                       problems=expected.problems, error=error)
+                       problems=expected.problems, error=error, rack=expected.rack,
+                       position=expected.position)
 
 
 def skipped(expected: ExpectedHost) -> HostVerdict:
     return HostVerdict(expected.name, expected.netbox_id, expected.status,
                        skipped=f"status {expected.status}: only {', '.join(VERIFIED)} hosts are "
-                               "verified")
+                               "verified", rack=expected.rack, position=expected.position)
 
 
 def journal_text(verdict: HostVerdict) -> str:

@@ -1,8 +1,8 @@
-"""Verify results for people (a table), for scripts (JSON) and for CI dashboards (JUnit XML)."""
+"""Verify results for people (a table, report.html), for scripts (JSON) and for CI dashboards
+(JUnit XML)."""
 
 from __future__ import annotations
 
-import json
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.table import Table
 
-from racklift import __version__
+from racklift import __version__, report_html
 from racklift.console import plain
 from racklift.verify.verdict import HostVerdict
 
@@ -39,11 +39,13 @@ def table(verdicts: Sequence[HostVerdict], title: str) -> Table:
     return out
 
 
-def to_json(verdicts: Sequence[HostVerdict], selection: str) -> dict[str, Any]:
-    return {"racklift": __version__, "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
-                                                                  time.gmtime()),
-            "selection": selection, "summary": summary(verdicts),
-            "hosts": [v.to_dict() for v in verdicts]}
+def to_json(verdicts: Sequence[HostVerdict], selection: str,
+            seconds: float | None = None) -> dict[str, Any]:
+    return {"racklift": __version__, "verb": "verify",
+            "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "selection": selection,
+            **({"seconds": round(seconds, 1)} if seconds is not None else {}),
+            "summary": summary(verdicts), "hosts": [v.to_dict() for v in verdicts]}
 
 
 def to_junit(verdicts: Sequence[HostVerdict]) -> str:
@@ -67,10 +69,11 @@ def to_junit(verdicts: Sequence[HostVerdict]) -> str:
     return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def write(run_dir: Path, verdicts: Sequence[HostVerdict], selection: str) -> tuple[Path, Path]:
+def write(run_dir: Path, verdicts: Sequence[HostVerdict], selection: str,
+          seconds: float | None = None) -> tuple[Path, Path]:
+    """report.json, report.html and junit.xml in the run directory."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    report = run_dir / "report.json"
-    report.write_text(json.dumps(to_json(verdicts, selection), indent=2, default=str) + "\n")
+    report = report_html.save(run_dir, to_json(verdicts, selection, seconds))
     junit = run_dir / "junit.xml"
     junit.write_text(to_junit(verdicts))
     return report, junit

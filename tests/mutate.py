@@ -270,6 +270,7 @@ class Outcome:
     killed: bool
     seconds: float
     timed_out: bool = False
+    earlier: bool = False  # killed in the run --rerun names, not run again
 
 
 @dataclass
@@ -377,16 +378,24 @@ def _imported_from(copy: Path, relative: Path, cwd: Path) -> str:
 def run(module: Path, tests: Sequence[str], *, src: Path, cwd: Path = ROOT, jobs: int = 1,
         functions: Iterable[str] | None = None, limit: int | None = None, seed: int = 0,
         timeout: float | None = None, name: str | None = None,
+        rerun: Iterable[str] | None = None,
         progress: Callable[[Outcome, int, int], None] | None = None) -> Report:
     """Mutate `module` (a file under `src`) and run `tests` (pytest arguments, from `cwd`)
     against each mutant, `jobs` at once; `limit`: a random sample of that many mutants;
-    `name`: the module as reported (default: its path)."""
+    `name`: the module as reported (default: its path); `rerun`: the ids of an earlier run's
+    survivors, the only mutants run again (the others were killed then, and stay killed as long
+    as the module is unchanged and tests are only added)."""
     functions = tuple(functions) if functions is not None else None
     relative = _relative(module, src)
     found = mutants(module.read_text(), functions)
     if limit is not None and limit < len(found):
         found = sorted(random.Random(seed).sample(found, limit), key=lambda m: int(m.id[1:]))
     report = Report(name or str(module), tuple(tests), functions)
+    if rerun is not None:
+        again = set(rerun)
+        report.outcomes += [Outcome(m, True, 0.0, earlier=True) for m in found
+                            if m.id not in again]
+        found = [m for m in found if m.id in again]
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="racklift-mutate-") as tmp:
         workers = [_Worker(src, Path(tmp) / f"w{n}") for n in range(max(1, jobs))]
@@ -402,6 +411,7 @@ def run(module: Path, tests: Sequence[str], *, src: Path, cwd: Path = ROOT, jobs
         limit_s = timeout if timeout is not None else max(30.0, 10 * seconds)
         free = list(workers)
         lock = threading.Lock()
+        report_total = len(report.outcomes) + len(found)
 
         def one(mutant: Mutant) -> Outcome:
             with lock:
@@ -415,7 +425,7 @@ def run(module: Path, tests: Sequence[str], *, src: Path, cwd: Path = ROOT, jobs
             with lock:
                 report.outcomes.append(outcome)
                 if progress:
-                    progress(outcome, len(report.outcomes), len(found))
+                    progress(outcome, len(report.outcomes), report_total)
             return outcome
 
         with ThreadPoolExecutor(max_workers=len(workers)) as pool:
@@ -459,6 +469,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="seconds per mutant (default: 10 times the unmutated run, at "
                              "least 30)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the results here")
+    parser.add_argument("--rerun", type=Path, metavar="FILE",
+                        help="run again only the survivors an earlier --json FILE lists (the "
+                             "module unchanged since, tests only added): after writing tests")
     parser.add_argument("--list", action="store_true",
                         help="only list the mutants, run nothing")
     parser.add_argument("--verbose", "-v", action="store_true",
@@ -487,10 +500,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"{module}: mutating{' ' + ', '.join(functions) if functions else ''}; "
               f"tests: {' '.join(tests)}", flush=True)
+        rerun = None
+        if args.rerun:
+            earlier = {r["module"]: r for r in json.loads(args.rerun.read_text())}
+            if module not in earlier:
+                parser.error(f"{args.rerun} has no results for {module}")
+            rerun = [s["id"] for s in earlier[module]["survivors"]]
         try:
             report = run(path, tests, src=ROOT / "src", cwd=ROOT, jobs=args.jobs,
                          functions=functions, limit=args.limit, seed=args.seed,
-                         timeout=args.timeout, name=module, progress=progress)
+                         timeout=args.timeout, name=module, rerun=rerun,
+                         progress=progress)
         except BaselineFailed as error:
             print(f"{module}: {error}", file=sys.stderr)
             return 2

@@ -144,6 +144,13 @@ def test_a_run_counts_the_mutants_the_tests_notice_as_killed_and_lists_the_other
     assert "survived: src/pkg/calc.py:2 L2: > → >=" in out
     assert "below 90 %: src/pkg/calc.py" in out
     assert module.read_text() == CALC  # the original intact
+    # A test for the survivor; --rerun runs only it again, and counts the rest as killed.
+    (tmp_path / "test_calc.py").write_text((tmp_path / "test_calc.py").read_text()
+                                           + "    assert positive(0) is False\n")
+    code = mutate.main(["--module", "src/pkg/calc.py", "--tests", "test_calc.py", "--limit", "2",
+                        "--seed", "6", "--rerun", str(tmp_path / "out.json")])
+    assert code == 0
+    assert "src/pkg/calc.py: 2/2 killed (100.0 %)" in capsys.readouterr().out
 
 
 def test_a_run_stops_when_the_unmutated_tests_fail(tmp_path):

@@ -36,6 +36,30 @@ def lint(c):
     c.run(".venv/bin/ansible-lint roles playbooks", env={"ANSIBLE_INVENTORY": "/dev/null"})
 
 
+@task(iterable=["module"],
+      help={"module": "a module to mutate, its path (src/racklift/...; repeatable, or "
+                      "comma-separated); "
+                      "default: the gate's pure modules (tests/mutate.py's DEFAULT, each with "
+                      "its unit test files)",
+            "j": "mutants run at once, each in its own copy of src/ (default 1)",
+            "limit": "a random sample of N mutants per module, for a quick look",
+            "min": "the lowest acceptable score per module, in % (default 90)",
+            "json": "also write the scores and survivors to this file"})
+def mutate(c, module=None, j=1, limit=None, min=90, json=None):
+    """Mutation testing of the gate's pure modules (tests/mutate.py): each module's unit tests
+    run against small changes to it; prints 'module: K/N killed (P %)' and every surviving
+    change as path:line, and fails when a module scores below --min."""
+    args = [".venv/bin/python", "tests/mutate.py", "-j", str(j), "--min", str(min)]
+    for m in module or ():
+        args += ["--module", m]
+    if limit:
+        args += ["--limit", str(limit)]
+    if json:
+        args += ["--json", json]
+    c.run(" ".join(args), pty=False)
+
+
 namespace.add_task(test)
 namespace.add_task(lint)
+namespace.add_task(mutate)
 ns = namespace

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 import emulated
-from racklift.facts.observed import DcgmDiag, DcgmTest
+from racklift.facts.observed import DcgmDiag, DcgmTest, NcclRow, NcclRun
 from racklift.facts.parsers import parse_dcgmi_diag
 from racklift.netbox.desired import Acceptance, parse
 from racklift.pipeline.outcome import PREFLIGHT
 from racklift.pipeline.plan import ACCEPT, CONFIGURE, VERIFY, HostPlan
 from racklift.pipeline.provision import HostRun, _preflight
-from racklift.verify.acceptance import acceptance_problems, judge_acceptance
+from racklift.verify.acceptance import acceptance_problems, asks_acceptance, judge_acceptance
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real"
 HOST = emulated.expected_host()  # its context asks for DCGM level 2, NCCL and RDMA
@@ -179,3 +179,53 @@ def test_the_preflight_refuses_a_host_headed_for_acceptance_with_nothing_to_test
     until_verify = HostRun(no_ib, HostPlan((CONFIGURE, VERIFY)), None)
     _preflight(until_verify)
     assert until_verify.result == ""
+
+
+def _with(acceptance) -> object:
+    return replace(HOST, config={**HOST.config, "acceptance": acceptance}, parsed=None)
+
+
+def test_only_a_context_asking_a_test_sends_the_host_to_acceptance():
+    assert asks_acceptance(HOST)
+    assert not asks_acceptance(_with({}))
+    assert asks_acceptance(_with({"rdma_gbps": 370}))
+    broken = _with({"dcgm_level": 9})  # does not parse: its problems say why
+    assert broken.desired is None
+    assert not asks_acceptance(broken) and acceptance_problems(broken) == []
+
+
+def test_a_failed_dcgm_test_names_the_gpus_that_failed_or_errored():
+    diag = DcgmDiag("3.3.9", "560", (DcgmTest("Hardware", "Memory", "Fail", (
+        (0, "Pass"), (3, "Fail"), (5, "Error"), (6, "Skip")), ("DBE on GPU 3",)),))
+    failed = [m for m in judge_acceptance(Acceptance(dcgm_level=1), dcgm=diag)
+              if m.field == "accept.dcgm.Memory"]
+    assert [m.observed for m in failed] == ["Fail on GPU 3, 5: DBE on GPU 3"]
+
+
+def _nccl(rows=(), out_of_bounds=None, avg=None, errors=()) -> NcclRun:
+    return NcclRun("all_reduce_perf", 8, rows, out_of_bounds, avg, errors)
+
+
+def _busbw(run) -> list[tuple[str, str]]:
+    return [(m.field, m.observed)
+            for m in judge_acceptance(Acceptance(nccl_busbw=400.0), nccl=run)]
+
+
+def test_an_nccl_run_that_did_not_finish_says_why_or_that_there_is_no_result():
+    assert _busbw(None) == [("accept.nccl.busbw", "did not finish: no result")]
+    assert _busbw(_nccl()) == [("accept.nccl.busbw", "did not finish: no result")]
+    assert _busbw(_nccl(errors=("Test CUDA failure",))) == [
+        ("accept.nccl.busbw", "did not finish: Test CUDA failure")]
+
+
+def test_wrong_values_alone_fail_nccl_and_name_zero_out_of_bounds():
+    rows = (NcclRow(8, 410.0, 220.0, 3, 410.0, 0),)
+    assert _busbw(_nccl(rows, avg=410.0)) == [
+        ("accept.nccl.wrong", "3 wrong values, 0 out of bounds")]
+
+
+def test_an_nccl_bus_bandwidth_exactly_at_the_threshold_passes():
+    rows = (NcclRow(8, 400.0, 220.0, 0, 400.0, 0),)
+    assert _busbw(_nccl(rows, out_of_bounds=0, avg=400.0)) == []
+    assert _busbw(_nccl(rows, out_of_bounds=0, avg=399.5)) == [
+        ("accept.nccl.busbw", "399.5 GB/s")]

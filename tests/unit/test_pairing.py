@@ -93,3 +93,40 @@ def test_no_result_is_slow():
     verdicts = {v.port.host: v for v in judge_pairs(results, THRESHOLD, new)}
     assert verdicts["h1"].outcome == FAIL and "no result with h0 mlx5_0" in verdicts["h1"].why
     assert verdicts["h0"].outcome == PASS
+
+
+def test_a_port_alone_on_its_rail_is_paired_with_nobody_not_with_itself():
+    (a,) = ports("a")
+    assert first_pairs([a]) == []
+    assert first_pairs([a, *ports("b", rail="ib-leaf-2")]) == []
+
+
+def test_a_retest_prefers_a_new_port_that_was_fast_over_one_that_was_slow():
+    a, b, c, d, e, f = new = ports("abcdef")
+    results = {Pair(a, b): SLOW, Pair(c, d): SLOW, Pair(e, f): LINE}
+    # a and b each with e (fast with f), not with c or d (themselves slow)
+    assert retest_pairs(results, THRESHOLD, new) == [Pair(a, e), Pair(b, e), Pair(c, e),
+                                                     Pair(d, e)]
+
+
+def test_a_pair_exactly_at_the_threshold_passes():
+    a, b = new = ports("ab")
+    verdicts = judge_pairs({Pair(a, b): THRESHOLD}, THRESHOLD, new)
+    assert [(v.port.host, v.outcome, v.gbps) for v in verdicts] == [
+        ("a", PASS, THRESHOLD), ("b", PASS, THRESHOLD)]
+    assert retest_pairs({Pair(a, b): THRESHOLD}, THRESHOLD, new) == []
+
+
+def test_a_port_fast_with_several_partners_reports_its_best_figure_and_partner():
+    a, b, c = new = ports("abc")
+    results = {Pair(a, b): 380.0, Pair(a, c): 395.0}
+    (va,) = [v for v in judge_pairs(results, THRESHOLD, new) if v.port == a]
+    assert (va.outcome, va.gbps, va.why) == (PASS, 395.0, "with c mlx5_0")
+
+
+def test_every_new_port_gets_a_verdict_after_one_with_nobody_to_test_with():
+    (a,) = ports("a", rail="ib-leaf-1")
+    b, c = ports("bc", rail="ib-leaf-2")
+    verdicts = judge_pairs({Pair(b, c): LINE}, THRESHOLD, [a, b, c])
+    assert [(v.port.host, v.outcome) for v in verdicts] == [("a", UNPROVEN), ("b", PASS),
+                                                            ("c", PASS)]

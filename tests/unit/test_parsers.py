@@ -861,8 +861,8 @@ def test_os_release() -> None:
 # --------------------------------------------------------------------------- xid table
 
 
-REQUIRED_XIDS = [13, 31, 32, 43, 45, 48, 61, 62, 63, 64, 68, 69, 74, 79, 92, 94, 95, 109,
-                 119, 120, 140, 143, *range(144, 151)]
+REQUIRED_XIDS = [8, 13, 31, 32, 43, 45, 46, 48, 54, 61, 62, 63, 64, 68, 69, 74, 79, 92, 94, 95,
+                 109, 119, 120, 121, 136, 137, 140, 143, *range(144, 151), *range(154, 159)]
 
 
 @pytest.mark.parametrize("code", REQUIRED_XIDS)
@@ -891,3 +891,22 @@ def test_unknown_xid_and_sxid() -> None:
     assert xid.classify_sxid(20034, "Fatal, Link 48 LTSSM Fault Up").severity == "critical"
     assert xid.classify_sxid(19084, "Non-fatal, Link 29").severity == "warning"
     assert xid.classify_sxid(1, "").severity == "critical"
+
+
+def test_an_unknown_xid_keeps_its_code_and_a_missing_one_is_minus_one() -> None:
+    assert xid.classify_xid(4242).code == 4242
+    assert xid.classify_xid(None).code == -1 and not xid.classify_xid(None).known
+
+
+@pytest.mark.parametrize(("message", "severity", "note"), [
+    ("Fatal, Link 48 LTSSM Fault Up", "critical", "fatal per the driver"),
+    ("Non-fatal, Link 29", "warning", "non-fatal per the driver"),
+    ("Nonfatal, Link 29, a b", "warning", "non-fatal per the driver"),
+    ("Link 29 LTSSM Fault Up", "critical", "no class in the message"),
+])
+def test_an_sxid_is_classed_by_the_drivers_word_and_named_with_it(message, severity,
+                                                                  note) -> None:
+    info = xid.classify_sxid(20034, message)
+    assert (info.code, info.severity, info.known) == (20034, severity, False)
+    assert info.name.startswith(f"NVSwitch SXid 20034 ({note}")
+    assert xid.classify_sxid(None, message).code == -1

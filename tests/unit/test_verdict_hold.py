@@ -5,15 +5,20 @@ from dataclasses import replace
 
 import pytest
 
+import emulated
 from racklift.pipeline.lock import Ticket
 from racklift.verify.check import CheckResult
+from racklift.verify.mismatch import CRITICAL, WARNING, Mismatch
 from racklift.verify.verdict import (
+    JOURNAL_LINE,
     HostVerdict,
     InNetBox,
     busy,
     hold,
+    journal_line,
     journal_text,
     recorded,
+    skipped,
     target_status,
 )
 
@@ -114,3 +119,30 @@ def test_passing_admits_only_where_no_acceptance_follows(status, checks, admit, 
     assert target_status(v) == target
     if v.passed:
         assert journal_text(v).endswith("healthy." if admit else "acceptance tests next.")
+
+
+def test_warnings_are_the_non_critical_mismatches_and_warning_checks_and_do_not_fail():
+    drift = Mismatch("device_type.model", "HGX", "HGX-B", WARNING, "check the device type")
+    missing = Mismatch("gpus.count", 8, 7, CRITICAL, "reseat")
+    hot = CheckResult("disk.space", "WARNING", "/ 10% free")
+    v = HostVerdict("gpu-001", 1, "staged", mismatches=(drift,), checks=(*OK, hot))
+    assert v.warnings == [str(drift), str(hot)] and v.failures == []
+    assert v.passed and "- warning: device_type.model" in journal_text(v)
+    failing = replace(v, mismatches=(drift, missing))
+    assert failing.warnings == [str(drift), str(hot)] and failing.failures == [str(missing)]
+
+
+def test_a_host_of_another_status_is_skipped_neither_passed_nor_failed():
+    v = skipped(replace(emulated.expected_host(), status="planned"))
+    assert v.skipped == "status planned: only staged, failed, active hosts are verified"
+    assert not v.passed and not v.failed and not recorded(v)
+
+
+def test_an_active_host_is_only_reported_unless_marking_failed_is_asked_for():
+    assert recorded(verdict("active", BAD)) is False
+    assert hold(verdict("active", BAD), now("active", stage=None)) is None
+
+
+def test_a_journal_line_of_exactly_the_limit_is_kept_whole_one_longer_is_cut():
+    assert journal_line("x" * JOURNAL_LINE) == "x" * JOURNAL_LINE
+    assert journal_line("x" * (JOURNAL_LINE + 1)) == "x" * JOURNAL_LINE + " [...]"

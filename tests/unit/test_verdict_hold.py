@@ -7,15 +7,14 @@ import pytest
 
 import emulated
 from racklift.pipeline.lock import Ticket
+from racklift.text import JOURNAL_LINE, journal_line
 from racklift.verify.check import CheckResult
 from racklift.verify.mismatch import CRITICAL, WARNING, Mismatch
 from racklift.verify.verdict import (
-    JOURNAL_LINE,
     HostVerdict,
     InNetBox,
     busy,
     hold,
-    journal_line,
     journal_text,
     recorded,
     skipped,

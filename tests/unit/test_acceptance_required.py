@@ -222,6 +222,8 @@ def test_wrong_values_alone_fail_nccl_and_name_zero_out_of_bounds():
     rows = (NcclRow(8, 410.0, 220.0, 3, 410.0, 0),)
     assert _busbw(_nccl(rows, avg=410.0)) == [
         ("accept.nccl.wrong", "3 wrong values, 0 out of bounds")]
+    [m] = judge_acceptance(Acceptance(nccl_busbw=400.0), nccl=_nccl(rows, avg=410.0))
+    assert m.expected == 0  # no wrong value is acceptable
 
 
 def test_an_nccl_bus_bandwidth_exactly_at_the_threshold_passes():

@@ -97,7 +97,8 @@ def test_a_cabled_port_lldpd_heard_nothing_on_has_no_neighbor():
 
 
 @pytest.mark.parametrize(("state", "severity"), [("DOWN", CRITICAL), ("LOWERLAYERDOWN", CRITICAL),
-                                                 ("UP", WARNING), (None, WARNING)])
+                                                 ("NOTPRESENT", CRITICAL), ("UP", WARNING),
+                                                 (None, WARNING)])
 def test_a_silent_port_whose_link_is_down_is_critical(state, severity):
     """A pulled cable: the NIC (matched by its NetBox MAC, whatever the OS names it) has no
     link, so the silence is not a switch that does not speak LLDP, even where the device
@@ -209,6 +210,38 @@ def test_ib_swap_and_no_link_and_not_collected():
                           "cable.no_neighbor[mlx5_7]"}
     assert {f[2] for f in found.values()} == {CRITICAL}
     assert _findings(swapped, HostFacts("h"))["cable.infiniband"][2] == CRITICAL
+
+
+def _no_link(link):
+    """`link`'s CA port as the map lists it without a link."""
+    return replace(link, peer_guid="", peer_type="", peer_desc="", peer_port=None, width="",
+                   speed="")
+
+
+@pytest.mark.parametrize("in_map", [False, True])
+def test_a_port_cabled_to_where_a_port_without_a_link_belongs_is_a_wrong_peer_not_a_swap(in_map):
+    """mlx5_5 is on p17, which NetBox gives mlx5_6; mlx5_6 has no link (the map lacks its CA,
+    or lists it without a link), so it sees nothing, and certainly not mlx5_5's p18: no swap."""
+    link = own_links(FABRIC, [DGX_CA])["mlx5_5"]  # type: ignore[index]
+    links = {"mlx5_5": link, **({"mlx5_6": _no_link(link)} if in_map else {})}
+    record = _host({"mlx5_5": ("a09-p1-ibleaf-04-04", "p18"),
+                    "mlx5_6": ("a09-p1-ibleaf-04-04", "p17")})
+    found = _findings(record, HostFacts("h", ib_links=links))
+    assert set(found) == {"cable.wrong_peer[mlx5_5]", "cable.no_neighbor[mlx5_6]"}
+    assert found["cable.no_neighbor[mlx5_6]"][1] == ("no link" if in_map else None)
+
+
+def test_a_degraded_port_listed_after_a_port_without_a_link_is_still_degraded():
+    link = own_links(FABRIC, [DGX_CA])["mlx5_5"]  # type: ignore[index]
+    links = {"mlx5_4": _no_link(link), "mlx5_5": replace(link, width="2x", speed="HDR")}
+    record = _host({"mlx5_3": ("a09-p1-ibleaf-04-04", "p15"),
+                    "mlx5_4": ("a09-p1-ibleaf-04-04", "p16"),
+                    "mlx5_5": ("a09-p1-ibleaf-04-04", "p17")})
+    found = _findings(record, HostFacts("h", ib_links=links))
+    assert found == {"cable.no_neighbor[mlx5_3]": ("a09-p1-ibleaf-04-04 p15", None, CRITICAL),
+                     "cable.no_neighbor[mlx5_4]": ("a09-p1-ibleaf-04-04 p16", "no link",
+                                                   CRITICAL),
+                     "cable.degraded[mlx5_5]": ("4xNDR", "2xHDR", CRITICAL)}
 
 
 @pytest.mark.parametrize("port, matches", [("p17", True), ("IB1/17", True), ("17", True),

@@ -9,6 +9,7 @@ import pytest
 import emulated
 from racklift.facts.bundle import Output
 from racklift.facts.host import from_bundle
+from racklift.facts.observed import NvlinkFacts, TopologyFacts
 from racklift.lab import hwemu
 from racklift.verify import compare, health, verdict_report
 from racklift.verify.verdict import journal_text, judge, target_status
@@ -261,3 +262,190 @@ def test_adopt_takes_only_what_looks_like_a_serial():
     adopted = gpu_serials_to_adopt(emulated.expected_host(), facts)
     assert adopted["GPU2"] == "ok-serial.1"
     assert not {"GPU0", "GPU1", "GPU3", "GPU4"} & set(adopted) and len(adopted) == 4
+
+
+# --- compare at its edges (mutation testing, issue 34) ---------------------------------------
+
+def _healthy():
+    return from_bundle(emulated.bundle(emulated.healthy_profile()))
+
+
+def _found(host=None, facts=None) -> dict:
+    """compare's findings by field, for `host` (the lab's record) and `facts` (healthy)."""
+    return {m.field: m for m in compare.compare(host or emulated.expected_host(),
+                                                facts or _healthy())}
+
+
+def _with_context(**context):
+    """The lab's record with these config context keys replaced."""
+    host = emulated.expected_host()
+    host = replace(host, config={**host.config, **context})
+    assert host.desired is not None
+    return host
+
+
+@pytest.mark.parametrize(("model", "part_number", "warned"), [
+    ("SYS-421GE-TNHR2-LCC", "SYS-421GE-TNHR2-LCC", False),
+    ("SYS-421GE-TNHR2-LCC", "MCP-SYS-421", False), ("HGX H100 8-GPU", "sys-421ge-tnhr2-lcc", False),
+    ("HGX H100 8-GPU", "MCP-SYS-421", True)])
+def test_the_chassis_is_the_device_types_model_or_its_part_number(model, part_number, warned):
+    host = emulated.expected_host()
+    host = replace(host, device_type=replace(host.device_type, model=model,
+                                             part_number=part_number))
+    found = _found(host)
+    if warned:
+        m = found["device_type.model"]
+        assert (m.expected, m.observed, m.severity) == (
+            "HGX H100 8-GPU", "SYS-421GE-TNHR2-LCC", compare.WARNING)
+    else:
+        assert found == {}
+
+
+def test_gpus_are_missing_when_nvidia_smi_lists_fewer_or_counts_fewer():
+    facts = _healthy()
+    listed = replace(facts, nvidia=replace(facts.nvidia, gpus=facts.nvidia.gpus[:7]))
+    m = _found(facts=listed)["gpus.count"]
+    assert (m.expected, m.observed, m.severity) == (8, 7, compare.CRITICAL)
+    counted = replace(facts, nvidia=replace(facts.nvidia, attached_gpus=7))
+    m = _found(facts=counted)["gpus.count"]
+    assert (m.expected, m.observed, m.severity) == (8, 8, compare.CRITICAL)
+
+
+def test_roce_ports_and_virtual_functions_are_not_infiniband_ports():
+    facts = _healthy()
+    port = facts.hca_ports[0]
+    roce = replace(port, ca="mlx5_8", link_layer="Ethernet", port_guid=None, node_guid=None)
+    vf = replace(port, ca="mlx5_9", is_vf=True, port_guid=None, node_guid=None)
+    assert _found(facts=replace(facts, hca_ports=(*facts.hca_ports, roce, vf))) == {}
+
+
+def test_a_missing_ib_port_does_not_hide_a_slow_one_after_it():
+    facts = _healthy()
+    ports = tuple(replace(p, rate_gbps=200) if p.ca == "mlx5_1" else p
+                  for p in facts.hca_ports if p.ca != "mlx5_0")
+    found = _found(facts=replace(facts, hca_ports=ports))
+    assert (found["hcas.ib_ports"].expected, found["hcas.ib_ports"].observed) == (8, 7)
+    slow = found["interfaces.mlx5_1.rate"]
+    assert (slow.expected, slow.observed, slow.severity) == (400, 200, compare.CRITICAL)
+
+
+def test_an_ib_port_of_a_type_racklift_has_no_rate_for_is_not_rate_checked():
+    host = emulated.expected_host()
+    host = replace(host, interfaces=tuple(
+        replace(i, type="infiniband-gdr") if i.name == "mlx5_0" else i for i in host.interfaces))
+    facts = _healthy()
+    ports = tuple(replace(p, rate_gbps=1600) if p.ca == "mlx5_0" else p for p in facts.hca_ports)
+    assert not [f for f in _found(host, replace(facts, hca_ports=ports))
+                if f.startswith(("hcas", "interfaces"))]
+
+
+def test_a_netbox_ports_mac_on_another_netbox_named_nic_says_where_it_is():
+    """The host has no eno1, and eno1's MAC is on eno2 (a NetBox port of its own): the MAC is
+    reported where it is, not the port as absent."""
+    facts = _healthy()
+    eno1, eno2 = facts.nic("eno1"), facts.nic("eno2")
+    facts = replace(facts, nics=(replace(eno2, mac=eno1.mac),))
+    found = _found(facts=facts)
+    m = found["interfaces.eno1.mac"]
+    assert (m.expected, m.observed, m.severity) == (eno1.mac, "on eno2", compare.CRITICAL)
+    assert "interfaces.eno1" not in found
+
+
+def test_a_missing_nic_does_not_hide_a_wrong_mac_after_it():
+    facts = _healthy()
+    eno2 = facts.nic("eno2")
+    facts = replace(facts, nics=(replace(eno2, mac="02:52:4C:01:00:99"),))
+    found = _found(facts=facts)
+    assert (found["interfaces.eno1"].expected, found["interfaces.eno1"].observed) == (
+        "present", "absent")
+    m = found["interfaces.eno2.mac"]
+    assert (m.expected, m.observed, m.severity) == (
+        "02:52:4C:01:00:02", "02:52:4C:01:00:99", compare.CRITICAL)
+
+
+def test_the_primary_ip_must_be_on_its_interface_where_netbox_records_one():
+    facts = _healthy()
+    eno1 = facts.nic("eno1")
+    moved = replace(facts, nics=tuple(replace(n, addresses=()) if n is eno1 else n
+                                      for n in facts.nics))
+    m = _found(facts=moved)["interfaces.eno1.ip"]
+    assert (m.expected, m.observed, m.severity) == ("10.89.0.11/24", [], compare.CRITICAL)
+    # A record without a primary IP, or without the interface it is on: nothing to check.
+    host = emulated.expected_host()
+    assert _found(replace(host, primary_ip=None), moved) == {}
+    assert _found(replace(host, primary_ip_interface=None), moved) == {}
+
+
+@pytest.mark.parametrize("package", ["mlnx-ofed-kernel-utils", "doca-ofed", "rdma-core"])
+def test_the_ofed_version_is_read_from_whichever_ofed_package_is_installed(package):
+    host = _with_context(ofed={"source": "doca", "version": "24.10"})
+    facts = replace(_healthy(), packages={package: "24.10-1.1.4.0"})
+    assert _found(host, facts) == {}
+    older = _found(host, replace(facts, packages={package: "24.07-0.6.1.0"}))
+    assert (older["software.ofed"].expected, older["software.ofed"].observed) == (
+        "24.10", "24.07-0.6.1.0")
+
+
+def test_an_unmanaged_ofed_does_not_skip_the_container_toolkit():
+    host = _with_context(ofed={"source": "inbox", "version": None},
+                         container_toolkit={"version": "1.17.3"})
+    m = _found(host)["software.container_toolkit"]
+    assert (m.expected, m.observed, m.severity) == ("1.17.3", None, compare.CRITICAL)
+    facts = replace(_healthy(), packages={"nvidia-container-toolkit": "1.17.3-1"})
+    assert _found(host, facts) == {}
+
+
+def _topology(devices, rows):
+    return TopologyFacts(tuple(devices), tuple(tuple(r.split()) for r in rows))
+
+
+@pytest.mark.parametrize(("affinity", "link", "refused"), [
+    ("PIX", "PIX", False), ("PIX", "PXB", True), ("PXB", "PXB", False), ("PXB", "PHB", True),
+    ("PHB", "PHB", False), ("PHB", "NODE", True), ("NODE", "NODE", False), ("NODE", "SYS", True)])
+def test_a_gpus_nearest_nic_may_be_as_far_as_the_affinity_and_no_farther(affinity, link,
+                                                                         refused):
+    host = _with_context(hardware={"nic_affinity": affinity})
+    topo = _topology(("GPU0", "NIC0", "NIC1"), (f"X {link} SYS", f"{link} X SYS", "SYS SYS X"))
+    found = _found(host, replace(_healthy(), topology=topo))
+    if refused:
+        m = found["topology.GPU0.nic"]
+        assert (m.expected, m.observed) == (f"{affinity} or nearer", f"{link} (NIC0)")
+    else:
+        assert "topology.GPU0.nic" not in found
+
+
+def test_only_the_gpu_link_checked_where_the_device_type_names_no_nic_affinity():
+    host = _with_context(hardware={"gpu_link": "NV18"})
+    topo = _topology(("GPU0", "GPU1", "GPU2", "NIC0"),
+                     ("X NV17 NV18 SYS", "NV17 X NV18 SYS", "NV18 NV18 X SYS", "SYS SYS SYS X"))
+    found = _found(host, replace(_healthy(), topology=topo))
+    # Neighbours in the matrix are a pair too; the far NIC is no finding.
+    assert {f: m.observed for f, m in found.items()} == {"topology.gpu_link": "GPU0-GPU1 NV17"}
+
+
+@pytest.mark.parametrize(("slow", "shown"), [
+    (8, "0 at 13, 1 at 13, 2 at 13, 3 at 13, 4 at 13, 5 at 13, 6 at 13, 7 at 13"),
+    (9, "0 at 13, 1 at 13, 2 at 13, 3 at 13, 4 at 13, 5 at 13, 6 at 13, 7 at 13 and 1 more"),
+    (18, "0 at 13, 1 at 13, 2 at 13, 3 at 13, 4 at 13, 5 at 13, 6 at 13, 7 at 13 and 10 more")])
+def test_a_finding_names_eight_links_and_counts_the_rest(slow, shown):
+    host = _with_context(hardware={"nvlink_speed": 26})
+    links = (13.0,) * slow + (26.0,) * (18 - slow)
+    facts = replace(_healthy(), nvlinks=(NvlinkFacts(0, "GPU", links),))
+    assert {f: m.observed for f, m in _found(host, facts).items()} == {"nvlink[0].speed": shown}
+
+
+def test_nvlinks_counted_where_the_device_type_gives_no_speed():
+    host = _with_context(hardware={"nvlinks": 18})
+    facts = replace(_healthy(), nvlinks=(NvlinkFacts(0, "GPU", (26.0,) * 17 + (None,)),),
+                    nvlink_errors=())
+    assert {f: m.observed for f, m in _found(host, facts).items()} == {
+        "nvlink[0].links": "17 active (inactive: 17)"}
+
+
+def test_an_nvlink_at_99_percent_of_its_speed_is_not_slow():
+    host = _with_context(hardware={"nvlink_speed": 100})
+    at_99 = replace(_healthy(), nvlinks=(NvlinkFacts(0, "GPU", (99.0, 100.0)),))
+    assert _found(host, at_99) == {}
+    below = replace(_healthy(), nvlinks=(NvlinkFacts(0, "GPU", (98.9, 100.0)),))
+    assert {f: m.observed for f, m in _found(host, below).items()} == {
+        "nvlink[0].speed": "0 at 98.9"}

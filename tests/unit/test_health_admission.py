@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 import emulated
-from racklift.facts.host import HostFacts
+from racklift.facts.host import DiskFacts, HostFacts, from_bundle
+from racklift.facts.observed import KernelEvent
 from racklift.facts.parsers.kernel_log import parse_dmesg
 from racklift.facts.xid import CRITICAL, INFO, WARNING, admission_severity
 from racklift.netbox.desired import Invalid, parse, role_vars
@@ -138,3 +139,92 @@ def test_the_check_requires_the_service_exactly_where_the_role_installs_it(nvswi
     installed = role_vars(state)["nvidia_driver"]["fabricmanager"]
     required = fabric(nvswitch, override, "inactive").status == health.CRITICAL
     assert required == installed
+
+
+# ----------------------------------------------------------------- GPU, InfiniBand, disk checks
+
+def healthy_facts() -> HostFacts:
+    """The lab host's facts, every check OK."""
+    facts = from_bundle(emulated.bundle(emulated.healthy_profile()))
+    assert all(c.status == health.OK for c in health.run_checks(host("staged"), facts))
+    return facts
+
+
+def with_gpu(facts: HostFacts, index: int, **changes: object) -> HostFacts:
+    """`facts` with GPU `index` changed."""
+    gpus = tuple(replace(g, **changes) if g.index == index else g for g in facts.nvidia.gpus)
+    return replace(facts, nvidia=replace(facts.nvidia, gpus=gpus))
+
+
+def check(name: str, facts: HostFacts, expected=None) -> health.CheckResult:
+    results = {c.name: c for c in health.run_checks(expected or host("staged"), facts)}
+    return results[name]
+
+
+@pytest.mark.parametrize("mode", ["Disabled", None])
+def test_ecc_off_on_one_gpu_is_critical_and_names_it(mode):
+    result = check("gpu.ecc", with_gpu(healthy_facts(), 3, ecc_mode_current=mode))
+    assert (result.status, result.detail) == (
+        health.CRITICAL, "ECC not enabled on GPU [3]: nvidia-smi -e 1 and reboot")
+
+
+@pytest.mark.parametrize("pending", [{"retired_pages_pending": True},
+                                     {"remapped_rows_pending": True}])
+def test_a_pending_page_retirement_or_row_remap_alone_is_critical(pending):
+    result = check("gpu.memory_remapping", with_gpu(healthy_facts(), 5, **pending))
+    assert result.status == health.CRITICAL
+    assert result.detail.startswith("row remap / page retirement pending on GPU [5]: reset")
+
+
+def test_a_failed_row_remapping_is_critical_and_asks_for_an_rma():
+    facts = with_gpu(with_gpu(healthy_facts(), 1, remapped_rows_failure=True), 2,
+                     remapped_rows_pending=True)
+    result = check("gpu.memory_remapping", facts)
+    assert (result.status, result.detail) == (
+        health.CRITICAL, "row remapping failed on GPU [1]: RMA")
+
+
+def test_persistence_mode_off_is_a_warning_that_names_the_gpu():
+    facts = with_gpu(healthy_facts(), 6, persistence_mode="Disabled")
+    result = check("gpu.persistence_mode", facts)
+    assert (result.status, result.detail) == (
+        health.WARNING, "persistence mode off on GPU [6]: enable nvidia-persistenced")
+
+
+def test_the_kernel_check_lists_only_the_first_five_critical_events():
+    events = tuple(KernelEvent(kind="xid", code=79, device=f"0000:{n:02x}:00", timestamp=None,
+                               message="GPU has fallen off the bus.", severity=CRITICAL,
+                               line=f"NVRM: Xid (PCI:0000:{n:02x}:00): 79") for n in range(7))
+    result = kernel_log(host("active"), events)
+    assert result.status == health.CRITICAL
+    assert result.detail.count("XID 79 on") == 5
+    assert "XID 79 on 0000:04:00:" in result.detail and "0000:05:00" not in result.detail
+
+
+def test_a_host_without_infiniband_ports_passes_the_ib_check_without_hca_facts():
+    expected = host("staged")
+    no_ib = replace(expected, interfaces=tuple(i for i in expected.interfaces
+                                               if not i.is_infiniband))
+    result = check("ib.links", replace(healthy_facts(), hca_ports=()), no_ib)
+    assert (result.status, result.detail) == (health.OK, "no InfiniBand ports expected")
+    # The same facts where NetBox expects InfiniBand ports: not known, never OK.
+    assert check("ib.links", replace(healthy_facts(), hca_ports=())).status == health.UNKNOWN
+
+
+@pytest.mark.parametrize("state, phys_state", [("Active", "Polling"), ("Down", "LinkUp"),
+                                               ("Down", "Disabled")])
+def test_an_ib_port_must_be_both_active_and_linked_up(state, phys_state):
+    facts = healthy_facts()
+    ports = tuple(replace(p, state=state, phys_state=phys_state) if p.ca == "mlx5_2" else p
+                  for p in facts.hca_ports)
+    result = check("ib.links", replace(facts, hca_ports=ports))
+    assert result.status == health.CRITICAL
+    assert result.detail.startswith(f"ports not Active/LinkUp: mlx5_2 {state}/{phys_state}: ")
+
+
+@pytest.mark.parametrize("free_percent, status", [
+    (4, health.CRITICAL), (5, health.WARNING), (14, health.WARNING), (15, health.OK)])
+def test_disk_space_thresholds_five_and_fifteen_percent_free(free_percent, status):
+    disks = (DiskFacts("/", 100, 80), DiskFacts("/var", 100, free_percent))
+    result = check("disk.space", replace(healthy_facts(), disks=disks))
+    assert (result.status, result.detail.split(":")[0]) == (status, f"/var {free_percent}% free")

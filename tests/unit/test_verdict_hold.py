@@ -145,3 +145,9 @@ def test_an_active_host_is_only_reported_unless_marking_failed_is_asked_for():
 def test_a_journal_line_of_exactly_the_limit_is_kept_whole_one_longer_is_cut():
     assert journal_line("x" * JOURNAL_LINE) == "x" * JOURNAL_LINE
     assert journal_line("x" * (JOURNAL_LINE + 1)) == "x" * JOURNAL_LINE + " [...]"
+
+
+def test_a_journal_line_keeps_a_thousand_characters_of_what_a_host_said():
+    line = journal_line("\x00" + "y" * 2000)  # the NUL written out counts: "\\x00"
+    assert line == "\\x00" + "y" * 996 + " [...]"
+    assert len(line) == 1000 + len(" [...]")

@@ -414,6 +414,18 @@ def test_a_gpus_nearest_nic_may_be_as_far_as_the_affinity_and_no_farther(affinit
         assert "topology.GPU0.nic" not in found
 
 
+def test_a_nic_affinity_that_cannot_be_measured_refuses_the_host():
+    # Found by mutation testing: a matrix without NICs skipped the check, a pass by omission.
+    host = _with_context(hardware={"nic_affinity": "PXB"})
+    topo = _topology(("GPU0", "GPU1"), ("X NV18", "NV18 X"))
+    m = _found(host, replace(_healthy(), topology=topo))["topology.nic_affinity"]
+    assert (m.expected, m.observed, m.severity) == ("PXB or nearer", "no NIC in the matrix",
+                                                    compare.CRITICAL)
+    # Asked of no GPU, nothing to measure is no finding.
+    assert "topology.nic_affinity" not in _found(
+        host, replace(_healthy(), topology=_topology(("NIC0",), ("X",))))
+
+
 def test_only_the_gpu_link_checked_where_the_device_type_names_no_nic_affinity():
     host = _with_context(hardware={"gpu_link": "NV18"})
     topo = _topology(("GPU0", "GPU1", "GPU2", "NIC0"),

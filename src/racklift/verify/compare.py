@@ -243,6 +243,12 @@ def _topology(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
                            "GPU pairs not joined as the device type's board is: check "
                            "`nvidia-smi nvlink -s` for inactive links, the NVSwitch tray and "
                            "fabric manager; reseat the GPU named in every pair")
+    if hw.nic_affinity and gpus and not topo.nics:
+        # Nothing to measure is not a pass: the HCAs the affinity is about are unseen.
+        yield Mismatch("topology.nic_affinity", f"{hw.nic_affinity} or nearer",
+                       "no NIC in the matrix", CRITICAL,
+                       "the GPUs' distance to their HCAs cannot be checked: `nvidia-smi topo "
+                       "-m` lists no NIC (the HCAs missing, or their driver not loaded)")
     if hw.nic_affinity and topo.nics:
         for gpu in gpus:
             seen = {nic: topo.link(gpu, nic) or "SYS" for nic in topo.nics}

@@ -66,7 +66,8 @@ DEFAULT: dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {
         ("tests/unit/test_verdict_hold.py", "tests/unit/test_hostile_hosts.py",
          "tests/unit/test_terminal_output.py"), None),
     "src/racklift/facts/xid.py": (
-        ("tests/unit/test_parsers.py", "tests/unit/test_health_admission.py"), None),
+        ("tests/unit/test_parse_xid.py", "tests/unit/test_parse_kernel_log.py",
+         "tests/unit/test_health_admission.py"), None),
 }
 
 # --- generation ------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ IBSTAT = (REAL / "ibstat_h100-node_cx7-ib_cx6-eth-down.txt").read_text()
 DMIDECODE = (REAL / "dmidecode_supermicro-sys-7049gp-trt_3.1.txt").read_text()
 LSPCI_VVV = (REAL / "lspci-vvv_dell-h100-cx7_3-devices.txt").read_text()
 DMESG = (REAL / "dmesg_xid79_hgx.txt").read_text()
-# A synthetic `ibv_devinfo -v` excerpt, as in test_parsers.py.
+# A synthetic `ibv_devinfo -v` excerpt, as in test_parse_infiniband.py.
 IBV_VERBOSE = ("hca_id:\tmlx5_0\n\tvendor_part_id:\t\t\t4129\n\t\tport:\t1\n"
                "\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n\t\t\tactive_width:\t\t4X (2)\n"
                "\t\t\tactive_speed:\t\t{speed} Gbps (128)\n")

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_hwemu import CABLES, free_port, ib_write_bw_pair
+from hwemu_support import CABLES, free_port, ib_write_bw_pair
 
 import emulated
 from racklift.facts.bundle import Output

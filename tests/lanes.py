@@ -35,9 +35,10 @@ class Lane:
     env: dict[str, str] = field(default_factory=dict)
 
 
-# The VM tier is the longer lane (CI, 2026-12-04: 36 minutes with every Molecule scenario
-# beside it); the Molecule scenarios (no NetBox) even the two out, split by role
-# (test_molecule.VM_LANE marks half of them vm_lane).
+# The Molecule scenarios (no NetBox) even the two lanes out, split by role (test_molecule.VM_LANE
+# marks half of them vm_lane): with all of them beside the VM tier, that lane was the longer on
+# an Intel machine (CI, 36 minutes); split, the other lane is on an AMD one (59 minutes against
+# 35). The container modules share one test network (helpers.TEST_NET): they stay in one lane.
 LANES = (
     Lane("vm", "vm or vm_lane", {"RACKLIFT_TEST_NETBOX": "testvm",
                                  "RACKLIFT_TEST_NETBOX_PORT": "18002",

@@ -53,7 +53,7 @@ DEFAULT: dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {
     "src/racklift/verify/pairing.py": (
         ("tests/unit/test_pairing.py", "tests/unit/test_accept_stage.py",
          "tests/unit/test_acceptance_parsers.py"), None),
-    # with_holds, record and _last_journal read and write NetBox: left out; the module's
+    # read_now, record and _last_journal read and write NetBox: left out; the module's
     # constants that the pure part reads are in.
     "src/racklift/verify/verdict.py": (
         ("tests/unit/test_verdict_hold.py", "tests/unit/test_gate.py",

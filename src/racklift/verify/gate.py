@@ -32,11 +32,13 @@ from racklift.verify.record_cables import record_cables
 from racklift.verify.verdict import (
     VERIFIED,
     HostVerdict,
+    InNetBox,
     busy,
     judge,
     not_verified,
     read_now,
     record,
+    recorded,
     skipped,
     with_holds,
 )
@@ -186,15 +188,20 @@ def gate(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *, write: boo
                 observed.append((host, facts))
         else:
             verdicts.append(not_verified(host, got))
-    if write and (adopt_serials or record_observed_cables):
-        observed = _not_busy(netbox, verdicts, observed, run=run, progress=progress)
-    if write and adopt_serials:
-        progress(f"adopted {adopt(netbox, observed)} first-seen GPU serials into NetBox")
-    if write and record_observed_cables:
-        progress(f"recorded {record_cables(netbox, observed)} observed cables into NetBox")
     if write:
-        # Read right before writing: collecting took a while, and NetBox may have moved on.
-        verdicts = with_holds(netbox, verdicts, run=run, mark_active_failed=mark_active_failed)
+        # Read once, right before writing: collecting took a while, and NetBox may have moved
+        # on. What was observed is written under the same holds as the verdicts.
+        observing = adopt_serials or record_observed_cables
+        now = read_now(netbox, {v.netbox_id for v in verdicts
+                                if recorded(v, mark_active_failed)}
+                       | ({host.netbox_id for host, _ in observed} if observing else set()))
+        if observing:
+            observed = _not_busy(verdicts, observed, now, run=run, progress=progress)
+        if adopt_serials:
+            progress(f"adopted {adopt(netbox, observed)} first-seen GPU serials into NetBox")
+        if record_observed_cables:
+            progress(f"recorded {record_cables(netbox, observed)} observed cables into NetBox")
+        verdicts = with_holds(verdicts, now, run=run, mark_active_failed=mark_active_failed)
         for v in verdicts:
             if v.held:
                 progress(f"{v.host}: not recorded: {v.held}")
@@ -202,12 +209,11 @@ def gate(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *, write: boo
     return verdicts
 
 
-def _not_busy(netbox: NetBox, verdicts: list[HostVerdict],
-              observed: list[tuple[ExpectedHost, HostFacts]], *, run: str | None,
+def _not_busy(verdicts: list[HostVerdict], observed: list[tuple[ExpectedHost, HostFacts]],
+              now: Mapping[int, InNetBox], *, run: str | None,
               progress: Callable[[str], None]) -> list[tuple[ExpectedHost, HostFacts]]:
     """The observed hosts what they showed may be recorded of: none another run holds, none
     moved meanwhile, none not yet configured (the holds the verdict honours)."""
-    now = read_now(netbox, [host.netbox_id for host, _ in observed])
     by_id = {v.netbox_id: v for v in verdicts}
     kept = []
     for host, facts in observed:

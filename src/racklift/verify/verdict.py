@@ -6,7 +6,7 @@ by another run, or not configured) or whose status moved while verify ran is rep
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -180,14 +180,13 @@ def read_now(netbox: NetBox, ids: Iterable[int]) -> dict[int, InNetBox]:
     return {i: InNetBox(statuses.get(i), stages.get(i), holders.get(i)) for i in ids}
 
 
-def with_holds(netbox: NetBox, verdicts: Iterable[HostVerdict], *, run: str | None = None,
-               mark_active_failed: bool = False) -> list[HostVerdict]:
-    """The verdicts with why each must not be written (see `hold`), from NetBox read now."""
-    verdicts = list(verdicts)
-    now = read_now(netbox, [v.netbox_id for v in verdicts if recorded(v, mark_active_failed)])
+def with_holds(verdicts: Iterable[HostVerdict], now: Mapping[int, InNetBox], *,
+               run: str | None = None, mark_active_failed: bool = False) -> list[HostVerdict]:
+    """The verdicts with why each must not be written (see `hold`), from NetBox as `now`
+    (read_now) has it; a verdict `record` writes must be in it."""
     return [replace(v, held=hold(v, now[v.netbox_id], run=run,
                                  mark_active_failed=mark_active_failed))
-            if v.netbox_id in now else v for v in verdicts]
+            if recorded(v, mark_active_failed) else v for v in verdicts]
 
 
 def record(netbox: NetBox, verdicts: Iterable[HostVerdict], *,

@@ -1,7 +1,10 @@
-"""The image stage end to end on the virtual rack, real everything: the test NetBox, the pipeline
-(`run(..., Options(until="image"), image=image_hosts)`), Redfish through sushy-tools to
-libvirt/QEMU (TCG, UEFI) VMs, the boot_server role on the boot server container (dnsmasq,
-nginx, the deploy API), the deploy ramdisk and the disk image, SSH through the namespace.
+"""The whole run on the virtual rack, real everything: the test NetBox, the pipeline
+(`run(..., image=image_hosts)`), Redfish through sushy-tools to libvirt/QEMU (TCG, UEFI) VMs,
+the boot_server role on the boot server container (dnsmasq, nginx, the deploy API), the deploy
+ramdisk and the disk image, SSH through the namespace, every node role, the gate with its
+health checks and the GPU container pulled through the rack's registry mirror. One VM goes from
+power-off to `active` in the first run; the gate then fails it on injected faults, each on its
+own check. The VMs boot once for the module: every test uses them.
 
 The VMs stand in for GPU servers (racklift.lab.vrack gives their device type one GPU and one
 InfiniBand port template and their tag a `racklift` config context with the OS image), so their
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import json
 import os
 import re
 import shutil
@@ -30,13 +34,15 @@ from racklift import podman
 from racklift.imaging import deploy_data, diskimage
 from racklift.lab import hosts as lab_hosts
 from racklift.lab import vrack
+from racklift.netbox.expected import CONTEXT_KEY
 from racklift.netbox.reader import Selection
 from racklift.pipeline import image_plan
 from racklift.pipeline import image_stage as imaging
-from racklift.pipeline.outcome import FAILED, STAGED
+from racklift.pipeline.outcome import FAILED, JOINED, STAGED
 from racklift.pipeline.plan import REIMAGE, Options
 from racklift.pipeline.progress import Progress
 from racklift.pipeline.provision import run
+from racklift.verify.gate import verify
 
 pytestmark = pytest.mark.vm
 
@@ -133,16 +139,19 @@ def _journal(netbox, device_id):
                                                   {"assigned_object_id": device_id})]
 
 
+def _stamp(lines, host, event):
+    """Seconds into the run of the last progress line `host: event...`."""
+    return max(float(line.split("s]")[0].strip("[ ")) for line in lines
+               if line.startswith("[") and f"{host}: {event}" in line)
+
+
+def _power_on_at(lines, host):
+    return _stamp(lines, host, "network boot once")
+
+
 def _since_power_on(lines, host, event):
     """Seconds from the host's power-on to `event`, from the run's progress lines."""
-    stamp = {}
-    for line in lines:
-        seconds = float(line.split("s]")[0].strip("[ "))
-        if f"{host}: network boot once" in line:
-            stamp["on"] = seconds
-        if line.startswith("[") and f"{host}: {event}" in line:
-            stamp["event"] = seconds
-    return stamp["event"] - stamp["on"]
+    return _stamp(lines, host, event) - _power_on_at(lines, host)
 
 
 def _failed_in_netbox(netbox, name, error):
@@ -151,10 +160,12 @@ def _failed_in_netbox(netbox, name, error):
     assert any(error[:80] in entry for entry in _journal(netbox, device["id"]))
 
 
-def test_new_vm_imaged_while_bmc_and_mac_failures_stay_per_host(netbox, rack, image, tokens,
-                                                                runs, tmp_path):
-    """One run, as a rack would go: vm 1 never booted and is imaged; vm 2's BMC rejects the
-    password, vm 3's BMC does not answer, vm 4's NIC has a MAC NetBox does not know."""
+def test_new_vm_from_power_off_to_the_pool_while_bmc_and_mac_failures_stay_per_host(
+        netbox, rack, image, tokens, runs, tmp_path):
+    """One `provision`, as a rack would go: vm 1 never booted and goes from power-off to the
+    pool (imaged, every node role, verify with every health check and the GPU container pulled
+    through the rack's mirror, active); vm 2's BMC rejects the password, vm 3's BMC does not
+    answer, vm 4's NIC has a MAC NetBox does not know."""
     new_vm, password_vm, silent_vm, swapped_vm = rack.vms[:4]
     # Wrong BMC password: a host var from an extra inventory source (as a site's vault would).
     extra = tmp_path / "bmc.yml"
@@ -166,26 +177,38 @@ def test_new_vm_imaged_while_bmc_and_mac_failures_stay_per_host(netbox, rack, im
     options = imaging.ImagingOptions(timeouts=image_plan.Timeouts(dhcp=60, deploy=600, ssh=300),
                                      extravars=OPTIONS.extravars, inventory=(str(extra),))
     try:
-        result, lines = _run(netbox, [v.name for v in rack.vms[:4]], Options(until="image"),
-                             options, runs=runs)
+        result, lines = _run(netbox, [v.name for v in rack.vms[:4]], Options(), options,
+                             runs=runs)
     finally:
         vrack.set_vm_mac(RACK, swapped_vm.name, swapped_vm.mac)
     errors = {h.name: h.error or "" for h in result.hosts}
     results = {h.name: h.result for h in result.hosts}
-    assert results == {new_vm.name: STAGED, password_vm.name: FAILED, silent_vm.name: FAILED,
+    assert results == {new_vm.name: JOINED, password_vm.name: FAILED, silent_vm.name: FAILED,
                        swapped_vm.name: FAILED}, errors
 
     _, hostname, marker = _state(new_vm.address)
     assert hostname == new_vm.name
     assert marker == f'{{"name":"{image.name}","build_id":"{image.build_id}"}}'
     device = _device(netbox, new_vm.name)
-    assert device["status"]["value"] == "staged"
-    assert device["custom_fields"]["racklift_stage"] == "imaged"
+    assert device["status"]["value"] == "active"
     assert device["custom_fields"]["racklift_image"] == f"{image.name} {image.build_id}"
-    assert any(": imaged" in entry for entry in _journal(netbox, device["id"]))
+    journal = "\n".join(_journal(netbox, device["id"]))
+    for transition in ("started; stages image, configure, verify", ": imaged", ": configured",
+                       "passed: the host matches NetBox and is healthy."):
+        assert transition in journal, (transition, journal)
+    joined = next(h for h in result.hosts if h.name == new_vm.name)
+    assert joined.verdict is not None and joined.verdict.passed
+    passed = {c.name for c in joined.verdict.checks if c.status == "OK"}
+    assert {"containers.registry_mirror", "gpu.ecc", "ib.links", "kernel.gpu_errors",
+            "disk.space"} <= passed, joined.verdict.checks
+    report = json.loads((Path(result.run_dir) / "report.json").read_text())
+    stage_seconds = next(h for h in report["hosts"] if h["host"] == new_vm.name)["stage_seconds"]
+    assert set(stage_seconds) == {"image", "configure", "verify"}, stage_seconds
     seconds = _since_power_on(lines, new_vm.name, "answers on SSH")
-    print(f"[imaging] {new_vm.name}: power-on to SSH {seconds:.0f} s (image "
-          f"{image.size / MIB:.0f} MiB gz); whole run {result.seconds:.0f} s")
+    active = joined.seconds - _power_on_at(lines, new_vm.name)
+    print(f"[imaging] {new_vm.name}: power-on to SSH {seconds:.0f} s, to active {active:.0f} s "
+          f"(image {image.size / MIB:.0f} MiB gz; stages {stage_seconds}); whole run "
+          f"{result.seconds:.0f} s")
     assert seconds < 600
 
     assert f"BMC at https://{password_vm.bmc}:8443 rejected the credentials (HTTP 401)" in \
@@ -207,6 +230,66 @@ def test_new_vm_imaged_while_bmc_and_mac_failures_stay_per_host(netbox, rack, im
     assert listing[0].split() == []
     assert listing[1].split() == []
     assert listing[2].split() == [f"{new_vm.name}.json"]
+
+
+# NetBox asks for the stand-in repository's other release of the branch (not installed).
+OTHER_DRIVER = "550.127.05"
+DAEMON_JSON = "/etc/docker/daemon.json"
+# The real-world form: a daemon.json rewritten without the nvidia runtime (by hand, or by a
+# package's default config), Docker restarted.
+DROP_NVIDIA_RUNTIME = (
+    f"cp {DAEMON_JSON} {DAEMON_JSON}.before-test && python3 -c \"import json; "
+    f"d = json.load(open('{DAEMON_JSON}')); d.pop('runtimes'); d['default-runtime'] = 'runc'; "
+    f"json.dump(d, open('{DAEMON_JSON}', 'w'))\" && systemctl restart docker")
+RESTORE_RUNTIME = f"mv {DAEMON_JSON}.before-test {DAEMON_JSON} && systemctl restart docker"
+MIRROR_UNIT = "racklift-registry-mirror@dockerhub"
+
+
+def _checks_failed(verdict) -> dict[str, str]:
+    return {f.split(":")[0]: f for f in verdict.failures}
+
+
+def test_faults_on_the_pool_vm_fail_it_on_their_own_check(netbox, rack):
+    """The VM the whole run put in the pool, verified again as an operator checks pool hosts
+    (`verify`, active hosts marked failed): (a) NetBox asks for a driver release the host does
+    not run while Docker lost its nvidia runtime: two failures, each on its own check; (b) both
+    healed and the rack's registry mirror stopped: the container check alone fails, naming the
+    mirror. The mirror is started again after."""
+    vm = rack.vms[0]
+    device = _device(netbox, vm.name)
+    assert device["status"]["value"] == "active"  # the whole run's (the test above)
+    select = Selection(names=(vm.name,))
+    out = _ssh(vm.address, DROP_NVIDIA_RUNTIME)
+    assert out.returncode == 0, out.stderr
+    netbox.update("dcim/devices", [{"id": device["id"], "local_context_data": {
+        CONTEXT_KEY: {"nvidia_driver": {"version": OTHER_DRIVER}}}}])
+    try:
+        (verdict,) = verify(netbox, select, mark_active_failed=True,
+                            extravars=OPTIONS.extravars).verdicts
+    finally:
+        netbox.update("dcim/devices", [{"id": device["id"],
+                                        "local_context_data": device["local_context_data"]}])
+        restored = _ssh(vm.address, RESTORE_RUNTIME)
+    failed = _checks_failed(verdict)
+    assert set(failed) == {"software.nvidia_driver", "containers.registry_mirror"}, failed
+    assert f"expected {OTHER_DRIVER!r}, observed '550.127.08'" in failed["software.nvidia_driver"]
+    assert "the engine has no nvidia runtime (its runtimes: " in \
+        failed["containers.registry_mirror"]
+    assert _device(netbox, vm.name)["status"]["value"] == "failed"
+    assert restored.returncode == 0, restored.stderr
+
+    stopped = _ssh(str(RACK.gateway), f"systemctl stop {MIRROR_UNIT}")
+    assert stopped.returncode == 0, stopped.stderr
+    try:
+        (verdict,) = verify(netbox, select, mark_active_failed=True,
+                            extravars=OPTIONS.extravars).verdicts
+    finally:
+        started = _ssh(str(RACK.gateway), f"systemctl start {MIRROR_UNIT}")
+    failed = _checks_failed(verdict)
+    assert list(failed) == ["containers.registry_mirror"], failed
+    assert f"check the mirror service at {vrack.mirror_url(RACK)}" in \
+        failed["containers.registry_mirror"]
+    assert started.returncode == 0, started.stderr
 
 
 # The installer asks the mirror within about 150 s of DHCP alone on an Intel machine; here it

@@ -8,14 +8,40 @@ import re
 import subprocess
 
 import pytest
+import yaml
 
 from racklift.imaging import diskimage, ramdisk
+from racklift.paths import REPO_ROOT
 
 
 def test_build_id_is_the_recipe() -> None:
     assert diskimage.build_id() == diskimage.build_id(diskimage.PACKAGES)
     assert diskimage.build_id((*diskimage.PACKAGES, "jq")) != diskimage.build_id()
     assert re.fullmatch(r"[0-9a-f]{16}", diskimage.build_id())
+
+
+def _role_yaml(role: str, name: str = "defaults/main.yml") -> dict:
+    return yaml.safe_load((REPO_ROOT / "roles" / role / name).read_text())
+
+
+def test_the_image_holds_what_the_node_roles_install_from_debian() -> None:
+    """The golden part of the image is exactly the Debian packages the node roles install with
+    their defaults on Debian 12 (chrony is the base_os task's own), so a role that gains a
+    package cannot leave every host downloading it again unnoticed."""
+    base, ofed = _role_yaml("base_os"), _role_yaml("ofed")
+    runtime = _role_yaml("container_runtime")
+    engine = _role_yaml("container_runtime", "vars/Debian-12.yml")[
+        "__container_runtime_engine_packages"][runtime["container_runtime_engine"]]
+    assert ofed["ofed_source"] == "inbox" and base["base_os_lldp"] is True
+    installed = {"chrony", "lldpd", *base["base_os_packages"],
+                 *runtime["container_runtime_apparmor_packages"], *engine,
+                 *ofed["ofed_inbox_packages"], *ofed["ofed_firmware_tools"]}
+    assert set(diskimage.NODE_ROLE_PACKAGES) == installed - set(diskimage.BASE_PACKAGES)
+    assert "chrony" in (REPO_ROOT / "roles/base_os/tasks/Debian.yml").read_text()
+    assert set(diskimage.PACKAGES) >= installed
+    assert f"install -y -qq --no-install-recommends {' '.join(diskimage.PACKAGES)} " in \
+        diskimage.containerfile()
+    assert "/var/lib/apt/lists" not in diskimage.containerfile()  # the lists stay
 
 
 def test_module_load_order_puts_dependencies_first() -> None:

@@ -30,12 +30,21 @@ from racklift.paths import cache_dir, cache_lock
 
 IMAGE_NAME = "debian12"
 IMAGE_REPO = "localhost/racklift-os-image"
-PACKAGES = ("linux-image-amd64", "systemd", "systemd-sysv", "udev", "dbus", "openssh-server",
-            "python3", "sudo", "ca-certificates", "iproute2", "kmod", "initramfs-tools",
-            # growpart (and sgdisk for GPT's backup header): the root grows to the disk
-            "cloud-guest-utils", "gdisk",
-            # what racklift's fact collector reads the host's identity and PCI bus with
-            "dmidecode", "pciutils")
+BASE_PACKAGES = ("linux-image-amd64", "systemd", "systemd-sysv", "udev", "dbus",
+                 "openssh-server", "python3", "sudo", "ca-certificates", "iproute2", "kmod",
+                 "initramfs-tools",
+                 # growpart (and sgdisk for GPT's backup header): the root grows to the disk
+                 "cloud-guest-utils", "gdisk",
+                 # what racklift's fact collector reads the host's identity and PCI bus with
+                 "dmidecode", "pciutils")
+# What the node roles install from Debian, already in the image, as a site's golden image holds
+# it: the roles then find them installed and only pin, hold and configure them, instead of
+# downloading and unpacking them on every host (most of a configure under emulation). The vendor
+# packages (driver, toolkit, OFED) still come from their repositories at the version NetBox asks.
+# tests/unit/test_image_builders.py holds this to the roles' own package lists.
+NODE_ROLE_PACKAGES = ("chrony", "lldpd", "apparmor", "docker.io", "containerd", "rdma-core",
+                      "ibverbs-utils", "infiniband-diags", "mstflint")
+PACKAGES = BASE_PACKAGES + NODE_ROLE_PACKAGES
 SECTOR = 512
 MIB = 1024 * 1024
 BIOS_BOOT_START = 2048  # sectors; 1 MiB of BIOS boot partition holds GRUB's core.img
@@ -81,14 +90,15 @@ class DiskImage:
 
 
 def containerfile(packages: tuple[str, ...] = PACKAGES) -> str:
-    """The podman build that turns the debootstrap base into the image's root filesystem."""
+    """The podman build that turns the debootstrap base into the image's root filesystem.
+    The package lists stay (a host's first apt run refreshes them instead of fetching them)."""
     return f"""\
 ARG BASE
 FROM ${{BASE}}
 ENV DEBIAN_FRONTEND=noninteractive
 RUN apt-get update -qq \\
  && apt-get install -y -qq --no-install-recommends {' '.join(packages)} \\
- && apt-get clean && rm -rf /var/lib/apt/lists/* \\
+ && apt-get clean \\
  && systemctl enable systemd-networkd ssh \\
  && rm -f /etc/ssh/ssh_host_* /var/lib/dbus/machine-id \\
  && truncate -s 0 /etc/machine-id

@@ -228,12 +228,13 @@ def _not_busy(verdicts: list[HostVerdict], observed: list[tuple[ExpectedHost, Ho
 def verify(netbox: NetBox, selection: Selection, *, write: bool = True,
            mark_active_failed: bool = False, adopt_serials: bool = False,
            record_observed_cables: bool = False, collector: str = "direct",
-           progress: Callable[[str], None] = lambda _: None) -> VerifyRun:
+           progress: Callable[[str], None] = lambda _: None,
+           extravars: Mapping[str, Any] | None = None) -> VerifyRun:
     started = time.monotonic()
     run_dir = new_run_dir("verify")
     hosts = read_hosts(netbox, selection)
     progress(f"{len(hosts)} hosts selected ({selection.describe()})")
     verdicts = gate(netbox, hosts, run_dir, write=write, mark_active_failed=mark_active_failed,
                     adopt_serials=adopt_serials, record_observed_cables=record_observed_cables,
-                    collector=collector, progress=progress)
+                    collector=collector, progress=progress, extravars=extravars)
     return VerifyRun(verdicts, run_dir, time.monotonic() - started)

@@ -62,7 +62,7 @@ from racklift.lab.vrack.layout import (
     vrack_dir,
 )
 from racklift.lab.vrack.lifecycle import down, start_vms, status, up
-from racklift.lab.vrack.services import boot_server_containers, ssh_answers
+from racklift.lab.vrack.services import boot_server_containers, mirror_url, ssh_answers
 from racklift.lab.vrack.vms import domain_xml, domains, set_vm_mac
 
 __all__ = [
@@ -82,6 +82,7 @@ __all__ = [
     "domains",
     "down",
     "emulator_config",
+    "mirror_url",
     "plan",
     "proxy_command",
     "set_vm_mac",

@@ -17,9 +17,12 @@ def _test_net():
 
     from racklift.lab.hosts import LabNet
 
-    # The tests' own lab: its own podman network and addresses, never the developer's lab.
-    return LabNet("racklift-test", ipaddress.ip_network("10.89.1.0/24"),
-                  ipaddress.ip_network("10.33.1.0/24"), mac_base=0x5000)
+    # The tests' own lab: its own podman network and addresses, never the developer's lab; and
+    # one per lane (tests/lanes.py sets RACKLIFT_TEST_NET), as container modules run in both.
+    lane = int(os.environ.get("RACKLIFT_TEST_NET", "0"))
+    return LabNet("racklift-test" + (f"{lane}" if lane else ""),
+                  ipaddress.ip_network(f"10.89.{1 + lane}.0/24"),
+                  ipaddress.ip_network(f"10.33.{1 + lane}.0/24"), mac_base=0x5000 + lane * 0x200)
 
 
 TEST_NET = _test_net()

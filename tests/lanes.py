@@ -42,7 +42,7 @@ class Lane:
 LANES = (
     Lane("vm", "vm or vm_lane", {"RACKLIFT_TEST_NETBOX": "testvm",
                                  "RACKLIFT_TEST_NETBOX_PORT": "18002",
-                                 "RACKLIFT_TEST_REDIS_BASE": "4"}),
+                                 "RACKLIFT_TEST_REDIS_BASE": "4", "RACKLIFT_TEST_NET": "1"}),
     Lane("rest", "not vm and not vm_lane"),
 )
 

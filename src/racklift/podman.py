@@ -97,6 +97,18 @@ def _debootstrap(ref: str) -> str:
     return ref
 
 
+def recipe(text: str) -> Path:
+    """A generated Containerfile, kept in the cache under its hash: derived_image's recipe."""
+    work = cache_dir() / "images" / "recipes"
+    work.mkdir(parents=True, exist_ok=True)
+    path = work / f"Containerfile.{_key(text)}"
+    if not path.exists():
+        partial = path.with_name(f".{path.name}.{os.getpid()}")
+        partial.write_text(text)
+        partial.replace(path)  # whole or absent, whoever else writes it at the same time
+    return path
+
+
 def derived_image(repo: str, base: str, containerfile: Path) -> str:
     """An image built FROM `base` with `containerfile` (BASE build arg), tagged with a hash of
     both, so it is rebuilt only when either changes."""

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from racklift.imaging import diskimage, ramdisk
+from racklift.lab import images
 from racklift.paths import REPO_ROOT
 
 
@@ -25,23 +26,35 @@ def _role_yaml(role: str, name: str = "defaults/main.yml") -> dict:
 
 
 def test_the_image_holds_what_the_node_roles_install_from_debian() -> None:
-    """The golden part of the image is exactly the Debian packages the node roles install with
-    their defaults on Debian 12 (chrony is the base_os task's own), so a role that gains a
-    package cannot leave every host downloading it again unnoticed."""
+    """The golden part of the image is, per node role, exactly the Debian packages that role
+    installs with its defaults on Debian 12 (chrony is the base_os task's own), so a role that
+    gains a package cannot leave every host downloading it again unnoticed."""
     base, ofed = _role_yaml("base_os"), _role_yaml("ofed")
     runtime = _role_yaml("container_runtime")
     engine = _role_yaml("container_runtime", "vars/Debian-12.yml")[
         "__container_runtime_engine_packages"][runtime["container_runtime_engine"]]
     assert ofed["ofed_source"] == "inbox" and base["base_os_lldp"] is True
-    installed = {"chrony", "lldpd", *base["base_os_packages"],
-                 *runtime["container_runtime_apparmor_packages"], *engine,
-                 *ofed["ofed_inbox_packages"], *ofed["ofed_firmware_tools"]}
-    assert set(diskimage.NODE_ROLE_PACKAGES) == installed - set(diskimage.BASE_PACKAGES)
+    installed = {
+        "base_os": {"chrony", "lldpd", *base["base_os_packages"]},
+        "ofed": {*ofed["ofed_inbox_packages"], *ofed["ofed_firmware_tools"]},
+        "container_runtime": {*runtime["container_runtime_apparmor_packages"], *engine}}
     assert "chrony" in (REPO_ROOT / "roles/base_os/tasks/Debian.yml").read_text()
-    assert set(diskimage.PACKAGES) >= installed
+    golden = {role: set(packages) for role, packages in diskimage.NODE_ROLE_PACKAGES.items()}
+    assert golden == {role: names - set(diskimage.BASE_PACKAGES)
+                      for role, names in installed.items()}
+    assert set(diskimage.PACKAGES) >= set().union(*installed.values())
     assert f"install -y -qq --no-install-recommends {' '.join(diskimage.PACKAGES)} " in \
         diskimage.containerfile()
     assert "/var/lib/apt/lists" not in diskimage.containerfile()  # the lists stay
+
+
+def test_the_lab_hosts_hold_their_roles_share() -> None:
+    group_vars = yaml.safe_load(
+        (REPO_ROOT / "inventory/group_vars/tag_racklift_lab_host.yml").read_text())
+    assert tuple(group_vars["racklift_roles"]) == images.LAB_HOST_ROLES
+    text = images.node_containerfile()
+    assert "docker.io" not in text  # the lab's containers run no container runtime role
+    assert " ".join(diskimage.node_role_packages(("base_os", "ofed"))) in text
 
 
 def test_module_load_order_puts_dependencies_first() -> None:

@@ -47,3 +47,30 @@ def test_a_lane_that_collects_nothing_fails(tmp_path, capsys):
     code = lanes.run(LANES, extra=["-p", "no:cacheprovider", str(tmp_path)], work=tmp_path)
     assert code == 1  # pytest's exit 5 in the vm lane: an empty lane is not a pass
     assert capsys.readouterr().out.splitlines()[-1] == "1 passed, 0 failed"
+
+
+def test_the_suites_lanes_share_no_netbox_and_no_lab_network():
+    """Both lanes start test NetBoxes and lab containers: side by side they must not share an
+    instance, a port, Redis databases or a podman network (one lane's `lab_rack.down` removes
+    every container on its network)."""
+    keys = ("RACKLIFT_TEST_NETBOX", "RACKLIFT_TEST_NETBOX_PORT", "RACKLIFT_TEST_REDIS_BASE",
+            "RACKLIFT_TEST_NET")
+    seen = [tuple(lane.env.get(k, "") for k in keys) for lane in lanes.LANES]
+    for column in zip(*seen, strict=True):
+        assert len(set(column)) == len(lanes.LANES), seen
+
+
+def test_each_lane_has_its_own_test_network(monkeypatch):
+    import helpers
+
+    nets = []
+    for lane in lanes.LANES:
+        monkeypatch.delenv("RACKLIFT_TEST_NET", raising=False)
+        for key, value in lane.env.items():
+            monkeypatch.setenv(key, value)
+        nets.append(helpers._test_net())
+    assert len({n.name for n in nets}) == len(nets)
+    assert not any(a.subnet.overlaps(b.subnet) or a.oob.overlaps(b.oob)
+                   for i, a in enumerate(nets) for b in nets[i + 1:])
+    macs = [range(n.mac_base, n.mac_base + n.capacity) for n in nets]
+    assert not set(macs[0]) & set(macs[1])

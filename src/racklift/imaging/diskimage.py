@@ -37,14 +37,23 @@ BASE_PACKAGES = ("linux-image-amd64", "systemd", "systemd-sysv", "udev", "dbus",
                  "cloud-guest-utils", "gdisk",
                  # what racklift's fact collector reads the host's identity and PCI bus with
                  "dmidecode", "pciutils")
-# What the node roles install from Debian, already in the image, as a site's golden image holds
-# it: the roles then find them installed and only pin, hold and configure them, instead of
-# downloading and unpacking them on every host (most of a configure under emulation). The vendor
-# packages (driver, toolkit, OFED) still come from their repositories at the version NetBox asks.
+# What each node role installs from Debian (with its defaults), already in the image, as a site's
+# golden image holds it: the roles then find them installed and only pin, hold and configure
+# them, instead of downloading and unpacking them on every host (most of a configure under
+# emulation). The vendor packages (driver, toolkit, DOCA) still come from their repositories at
+# the version NetBox asks. The lab's container hosts hold their roles' share (racklift.lab.images).
 # tests/unit/test_image_builders.py holds this to the roles' own package lists.
-NODE_ROLE_PACKAGES = ("chrony", "lldpd", "apparmor", "docker.io", "containerd", "rdma-core",
-                      "ibverbs-utils", "infiniband-diags", "mstflint")
-PACKAGES = BASE_PACKAGES + NODE_ROLE_PACKAGES
+NODE_ROLE_PACKAGES = {"base_os": ("chrony", "lldpd"),
+                      "ofed": ("rdma-core", "ibverbs-utils", "infiniband-diags", "mstflint"),
+                      "container_runtime": ("apparmor", "docker.io", "containerd")}
+
+
+def node_role_packages(roles: tuple[str, ...] = tuple(NODE_ROLE_PACKAGES)) -> tuple[str, ...]:
+    """The Debian packages `roles` install (roles that install none add nothing)."""
+    return tuple(p for role in roles for p in NODE_ROLE_PACKAGES.get(role, ()))
+
+
+PACKAGES = BASE_PACKAGES + node_role_packages()
 SECTOR = 512
 MIB = 1024 * 1024
 BIOS_BOOT_START = 2048  # sectors; 1 MiB of BIOS boot partition holds GRUB's core.img
@@ -226,13 +235,8 @@ def _run(*args: str, what: str, timeout: float = 900, **kwargs) -> subprocess.Co
 
 def rootfs_image(packages: tuple[str, ...] = PACKAGES) -> str:
     """The podman image holding the root filesystem (built once per recipe)."""
-    work = cache_dir() / "images" / "recipes"
-    work.mkdir(parents=True, exist_ok=True)
-    text = containerfile(packages)
-    recipe = work / f"Containerfile.{hashlib.sha256(text.encode()).hexdigest()[:12]}"
-    if not recipe.exists():
-        recipe.write_text(text)
-    return podman.derived_image(IMAGE_REPO, podman.base_image(), recipe)
+    return podman.derived_image(IMAGE_REPO, podman.base_image(),
+                                podman.recipe(containerfile(packages)))
 
 
 def export_rootfs(ref: str, dest: Path, paths: tuple[str, ...] = ()) -> None:

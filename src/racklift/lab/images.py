@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from racklift.podman import base_image, derived_image
+from racklift.imaging.diskimage import node_role_packages
+from racklift.podman import base_image, derived_image, recipe
 
 HERE = Path(__file__).resolve().parent
 CONTAINERFILE = HERE / "containerfiles" / "Containerfile"
@@ -19,6 +20,26 @@ def host_image() -> str:
     return derived_image(HOST_REPO, base_image(), CONTAINERFILE)
 
 
+# The node roles the lab's container hosts run (inventory/group_vars/tag_racklift_lab_host.yml).
+LAB_HOST_ROLES = ("base_os", "nvidia_driver", "ofed")
+
+
+def node_containerfile() -> str:
+    """A lab rack host with the Debian packages its node roles install already on it, as
+    racklift's disk image and a site's golden image have them: the configure stage then checks,
+    pins and configures instead of downloading the same packages into every container. The
+    roles still install them themselves (a no-op here); their Molecule scenarios start from the
+    plain lab image. The package lists are kept, so a host does not fetch them before its first
+    apt operation. The lab's leaf switches (racklift.lab.leaf) run this image's lldpd."""
+    return f"""\
+ARG BASE
+FROM ${{BASE}}
+RUN apt-get update -qq \\
+ && apt-get install -y -qq --no-install-recommends {' '.join(node_role_packages(LAB_HOST_ROLES))} \\
+ && apt-get clean
+"""
+
+
 def node_image() -> str:
     """The lab rack's hosts: the host image with the node roles' Debian packages on it."""
-    return derived_image(NODE_REPO, host_image(), HERE / "containerfiles" / "Containerfile.node")
+    return derived_image(NODE_REPO, host_image(), recipe(node_containerfile()))

@@ -49,7 +49,7 @@ def test_domain_is_tcg_uefi_with_the_netbox_identity():
     domain = _xml(RACK)
     vm = vrack.plan(1, RACK)[0]
     assert domain.get("type") == "qemu"
-    assert domain.find("features/tcg/tb-cache").text == "128"
+    assert domain.find("features/tcg/tb-cache").text == "1024"
     assert domain.find("os/loader").text == str(vrack.OVMF_CODE)
     assert domain.find("os/nvram").get("template") == str(vrack.OVMF_VARS)
     assert domain.find("sysinfo/system/entry[@name='serial']").text == vm.serial

@@ -28,7 +28,10 @@ from racklift.lab.vrack.network import LIBVIRTD_PID
 
 def domain_xml(vm: VmPlan, rack: Vrack, disk: Path, nvram: Path, console: Path) -> str:
     """The libvirt domain: TCG, UEFI (or BIOS), disk first then network, serial to a file.
-    QEMU runs as root (static DAC label): the state dir is under root's home."""
+    QEMU runs as root (static DAC label): the state dir is under root's home. The translation
+    cache is QEMU's own default for system emulation, 1 GiB (128 MiB was flushed and
+    retranslated under a configure: Python, apt and systemd code; 10-15% slower in a
+    micro-benchmark, benchmarks/README.md)."""
     if rack.firmware not in FIRMWARES:
         raise LabError(f"firmware {rack.firmware!r} is not one of {', '.join(FIRMWARES)}")
     loader = (f"<loader readonly='yes' type='pflash'>{OVMF_CODE}</loader>"
@@ -53,7 +56,7 @@ def domain_xml(vm: VmPlan, rack: Vrack, disk: Path, nvram: Path, console: Path) 
     <boot dev='network'/>
     <smbios mode='sysinfo'/>
   </os>
-  <features><acpi/><apic/><tcg><tb-cache unit='MiB'>128</tb-cache></tcg></features>
+  <features><acpi/><apic/><tcg><tb-cache unit='MiB'>1024</tb-cache></tcg></features>
   <clock offset='utc'/>
   <on_poweroff>destroy</on_poweroff>
   <on_reboot>restart</on_reboot>

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from racklift.imaging.diskimage import node_role_packages
+from racklift.imaging.diskimage import install_packages, node_role_packages
 from racklift.podman import base_image, derived_image, recipe
 
 HERE = Path(__file__).resolve().parent
@@ -34,9 +34,7 @@ def node_containerfile() -> str:
     return f"""\
 ARG BASE
 FROM ${{BASE}}
-RUN apt-get update -qq \\
- && apt-get install -y -qq --no-install-recommends {' '.join(node_role_packages(LAB_HOST_ROLES))} \\
- && apt-get clean
+{install_packages(node_role_packages(LAB_HOST_ROLES))}
 """
 
 

@@ -48,6 +48,19 @@ def test_the_image_holds_what_the_node_roles_install_from_debian() -> None:
     assert "/var/lib/apt/lists" not in diskimage.containerfile()  # the lists stay
 
 
+def test_the_node_roles_services_stay_off_until_configured() -> None:
+    """The roles enable and start each (base_os: chrony, lldpd; container_runtime: containerd,
+    docker, whose unit requires its socket); an image without them disables nothing."""
+    assert " && systemctl disable chrony.service lldpd.service containerd.service " \
+           "docker.service docker.socket \\\n" in diskimage.containerfile()
+    assert "systemctl disable" not in diskimage.containerfile(diskimage.BASE_PACKAGES)
+    tasks = "\n".join(path.read_text() for path in (REPO_ROOT / "roles").glob(
+        "*/tasks/*.yml"))
+    for unit in ("lldpd", "containerd", "docker"):
+        assert re.search(rf"name: {unit}\n\s+enabled: true", tasks) or \
+            re.search(rf"{unit} enabled and running", tasks), unit
+
+
 def test_the_lab_hosts_hold_their_roles_share() -> None:
     group_vars = yaml.safe_load(
         (REPO_ROOT / "inventory/group_vars/tag_racklift_lab_host.yml").read_text())

@@ -48,6 +48,14 @@ NODE_ROLE_PACKAGES = {"base_os": ("chrony", "lldpd"),
                       "container_runtime": ("apparmor", "docker.io", "containerd")}
 
 
+# Their services stay off until the roles have configured them (the roles enable and start
+# each): a first boot starts no daemon on its packaged defaults (lldpd announcing the image's
+# name, dockerd its default bridge), and no daemon starts twice, at boot and again once
+# configured, which under emulation delays SSH by a minute.
+NODE_ROLE_SERVICES = ("chrony.service", "lldpd.service", "containerd.service", "docker.service",
+                      "docker.socket")
+
+
 def node_role_packages(roles: tuple[str, ...] = tuple(NODE_ROLE_PACKAGES)) -> tuple[str, ...]:
     """The Debian packages `roles` install (roles that install none add nothing)."""
     return tuple(p for role in roles for p in NODE_ROLE_PACKAGES.get(role, ()))
@@ -113,14 +121,22 @@ def install_packages(packages: tuple[str, ...]) -> str:
             " && apt-get clean")
 
 
+def _installs(packages: tuple[str, ...], unit: str) -> bool:
+    """Whether `packages` bring `unit` (docker.io brings docker.*)."""
+    name = unit.split(".")[0]
+    return any(p.split(".")[0] == name for p in packages)
+
+
 def containerfile(packages: tuple[str, ...] = PACKAGES) -> str:
     """The podman build that turns the debootstrap base into the image's root filesystem."""
+    units = [unit for unit in NODE_ROLE_SERVICES if _installs(packages, unit)]
+    disable = f" && systemctl disable {' '.join(units)} \\\n" if units else ""
     return f"""\
 ARG BASE
 FROM ${{BASE}}
 {install_packages(packages)} \\
  && systemctl enable systemd-networkd ssh \\
- && rm -f /etc/ssh/ssh_host_* /var/lib/dbus/machine-id \\
+{disable} && rm -f /etc/ssh/ssh_host_* /var/lib/dbus/machine-id \\
  && truncate -s 0 /etc/machine-id
 """
 

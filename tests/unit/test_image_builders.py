@@ -149,6 +149,10 @@ def test_ldd_output_names_the_libraries_and_the_loader() -> None:
     assert ramdisk.parse_ldd("\tlinux-vdso.so.1 =>  (0x00007ffd0b5f2000)\n"
                              "\tlibc.so.6 => /lib/libc.so.6 (0x00007f9754679000)\n") == \
         ["/lib/libc.so.6"]
+    # ld.so --list names the loader with where it found it: carried at the path programs ask.
+    assert ramdisk.parse_ldd("\t/lib64/ld-linux-x86-64.so.2 => "
+                             "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 (0x00007f9754a1b000)") \
+        == ["/lib64/ld-linux-x86-64.so.2"]
     assert ramdisk.parse_ldd("\tnot a dynamic executable\n") == []
     assert ramdisk.parse_ldd("\tstatically linked\n") == []
     with pytest.raises(diskimage.ImageBuildError, match=r"/usr/bin/zstd needs liblz4\.so\.1"):

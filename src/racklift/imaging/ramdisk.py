@@ -145,10 +145,12 @@ def parse_ldd(text: str, binary: str = "the binary") -> list[str]:
     for line in text.splitlines():
         line = LDD_ADDRESS.sub("", line).strip()
         name, arrow, target = line.partition("=>")
-        if arrow:  # "libz.so.1 => /lib/x86_64-linux-gnu/libz.so.1 (0x...)"
-            target = target.strip()
+        name, target = name.strip(), target.strip()
+        if arrow and name.startswith("/"):  # the loader as ld.so --list names it: its path
+            paths.append(name)
+        elif arrow:  # "libz.so.1 => /lib/x86_64-linux-gnu/libz.so.1 (0x...)"
             if target == "not found":
-                raise ImageBuildError(f"{binary} needs {name.strip()}, which the build host's "
+                raise ImageBuildError(f"{binary} needs {name}, which the build host's "
                                       "dynamic loader does not find")
             if target:  # older glibc: "linux-vdso.so.1 =>  (0x...)", no file
                 paths.append(target)

@@ -322,8 +322,8 @@ def test_reimage_a_corrupted_image_and_the_debian_installer_in_one_run(netbox, r
     corrupt = tmp_path / "image"
     corrupt.mkdir()
     with image.path.open("rb") as whole:
-        (corrupt / "disk.raw.gz").write_bytes(whole.read(8 * MIB))
-    shutil.copyfile(f"{image.path}.sha256", corrupt / "disk.raw.gz.sha256")
+        (corrupt / image.path.name).write_bytes(whole.read(8 * MIB))
+    shutil.copyfile(f"{image.path}.sha256", corrupt / f"{image.path.name}.sha256")
     bad = diskimage.DiskImage(image.name, "0badc0de0badc0de", corrupt, image.sha256,
                               image.size, image.raw_size, 0, True)
     options = imaging.ImagingOptions(

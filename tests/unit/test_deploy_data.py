@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
+import http.server
 import json
 import re
+import shutil
 import subprocess
 import tempfile
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from racklift.imaging import ramdisk
+from racklift.imaging import diskimage, ramdisk
 from racklift.imaging.deploy_data import (
     DeployDataError,
     HostDeploy,
@@ -44,8 +49,8 @@ def test_render_matches_the_contract() -> None:
         "host": "gpu-a01",
         "nonce": NONCE,
         "image": {"name": "debian12", "build_id": "0123456789abcdef",
-                  "url": "http://10.90.0.1/images/debian12/0123456789abcdef/disk.raw.gz",
-                  "sha256": "ab" * 32, "format": "raw.gz"},
+                  "url": "http://10.90.0.1/images/debian12/0123456789abcdef/disk.raw.zst",
+                  "sha256": "ab" * 32, "format": "raw.zst"},
         "target_disk": "/dev/vda", "target_disk_sysfs": None, "target_disk_id": None,
         "hostname": "gpu-a01",
         "authorized_keys": [KEY],
@@ -243,3 +248,65 @@ def _ramdisk_fields(deploy_json: str, names: tuple[str, ...]) -> list[str]:
                               text=True, timeout=10, env={"DEPLOY_JSON": file.name},
                               check=True)
     return done.stdout.splitlines()
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):
+        pass
+
+
+@pytest.fixture
+def www(tmp_path) -> Iterator[tuple[Path, str]]:
+    """A directory served over HTTP on the loopback: (directory, its URL)."""
+    root = tmp_path / "www"
+    root.mkdir()
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.skipif(not ramdisk.BUSYBOX.exists() or not shutil.which("zstd"),
+                    reason="needs busybox-static and zstd (scripts/bootstrap installs them)")
+@pytest.mark.parametrize("served", ["whole", "truncated", "corrupted"])
+def test_the_ramdisk_streams_the_zstd_image_and_hashes_what_it_received(tmp_path, www,
+                                                                        served) -> None:
+    """The ramdisk's own stream_image (its init) under busybox with the zstd it carries, from
+    HTTP into a file standing in for the disk: the image the build compressed is written as it
+    was; a cut stream or a changed byte fails the decompressor (zstd checks its frame's
+    checksum), and the sha256 is of the bytes that arrived, so the init's check refuses them."""
+    root, url = www
+    raw = tmp_path / "disk.raw"
+    raw.write_bytes(bytes(range(256)) * 8192 + b"\0" * (3 << 20) + b"racklift" * 70000)
+    image = tmp_path / "disk.raw.zst"
+    whole_sha = diskimage.compress(raw, image)
+    compressed = image.read_bytes()
+    middle = len(compressed) // 2
+    body = {"whole": compressed, "truncated": compressed[:middle],
+            "corrupted": compressed[:middle] + bytes([compressed[middle] ^ 1])
+            + compressed[middle + 1:]}[served]
+    (root / "disk.raw.zst").write_bytes(body)
+    bin_dir, work, disk = tmp_path / "bin", tmp_path / "tmp", tmp_path / "disk"
+    bin_dir.mkdir()
+    work.mkdir()
+    (bin_dir / "zstd").symlink_to(shutil.which("zstd"))  # busybox runs its own applets
+    function = _init_function("stream_image").replace("/tmp/", f"{work}/")
+    subprocess.run([*SHELL, "-c", f'{function}stream_image "$@"', "sh", f"{url}/disk.raw.zst",
+                    str(disk)], env={"PATH": str(bin_dir)}, timeout=60, check=True)
+    got = (work / "image.sha256").read_text().split()[0]
+    assert got == hashlib.sha256(body).hexdigest()
+    failed = sorted(p.name for p in work.glob("*.failed"))
+    if served == "whole":
+        assert got == whole_sha
+        assert failed == []
+        assert disk.read_bytes() == raw.read_bytes()
+    else:
+        assert got != whole_sha
+        assert failed == ["zstd.failed"]
+        assert (work / "zstd.err").read_text().strip()
+        assert disk.read_bytes() != raw.read_bytes()

@@ -49,7 +49,7 @@ KEY_TYPES = ("ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp3
              "ecdsa-sha2-nistp521", "sk-ssh-ed25519@openssh.com",
              "sk-ecdsa-sha2-nistp256@openssh.com")
 KEY_RE = re.compile(r"^(?P<type>\S+) (?P<blob>[A-Za-z0-9+/]+={0,2})( [^\"\\\[\]\n\r]*)?$")
-IMAGE_FORMAT = "raw.gz"
+IMAGE_FORMAT = "raw.zst"  # zstd (disk.raw.zst): the ramdisk pipes it through `zstd -dc`
 
 
 class DeployDataError(RackliftError):
@@ -63,7 +63,7 @@ class ImageArtifact:
     sha256: str  # of the compressed image, as the ramdisk reads it off the wire
 
     def url(self, boot_server_url: str) -> str:
-        return f"{boot_server_url.rstrip('/')}/images/{self.name}/{self.build_id}/disk.raw.gz"
+        return f"{boot_server_url.rstrip('/')}/images/{self.name}/{self.build_id}/disk.raw.zst"
 
 
 @dataclass(frozen=True)
@@ -222,7 +222,7 @@ def render(spec: HostDeploy, image: ImageArtifact, boot_server_url: str,
                                "use the build id `invoke image.build` printed"),
             "url": image.url(boot_server_url),
             "sha256": _check(host, "image.sha256", image.sha256, SHA256_RE,
-                             "use the disk.raw.gz.sha256 written next to the image"),
+                             "use the disk.raw.zst.sha256 written next to the image"),
             "format": IMAGE_FORMAT,
         },
         **_target_disk(host, spec.target_disk),

@@ -1,6 +1,7 @@
-"""The deploy ramdisk: the OS image's own kernel plus a small initramfs (busybox-static, the few
-kernel modules a deploy needs, and racklift's /init), which PXE-boots, writes the image to the
-target disk and reports to the deploy API (see ramdisk/init).
+"""The deploy ramdisk: the OS image's own kernel plus a small initramfs (busybox-static, the build
+host's zstd with the shared libraries it loads, the few kernel modules a deploy needs, and
+racklift's /init), which PXE-boots, writes the image to the target disk and reports to the
+deploy API (see ramdisk/init).
 
 The initramfs is written as a newc cpio by this module (no root, no mknod, fixed timestamps), and
 cached under cache_dir()/ramdisk/<build_id> with build_id a hash of its recipe.
@@ -13,6 +14,8 @@ import hashlib
 import json
 import lzma
 import os
+import re
+import shutil
 import stat
 import subprocess
 import tempfile
@@ -30,6 +33,9 @@ HERE = Path(__file__).resolve().parent / "ramdisk"
 INIT = HERE / "init"
 UDHCPC_SCRIPT = HERE / "udhcpc.script"
 BUSYBOX = Path("/bin/busybox")  # Debian's busybox-static: no libraries to carry along
+# The image's decompressor (busybox has none for zstd): the build host's, with its libraries.
+ZSTD = "zstd"
+LDD_ADDRESS = re.compile(r"\s*\(0x[0-9a-fA-F]+\)\s*$")
 # What a deploy needs: the NIC, the disk, ext4 (and crc32c, which ext4 asks the crypto API for
 # by name at mount time, so modules.dep does not list it). Virtio for VMs; NVMe, AHCI and
 # common Intel NICs for physical servers.
@@ -131,11 +137,84 @@ def _module_bytes(path: Path) -> bytes:
     return data
 
 
-def initramfs_entries(modules_dir: Path, order: list[str]) -> list[tuple[str, int, bytes]]:
+def parse_ldd(text: str, binary: str = "the binary") -> list[str]:
+    """ldd's output -> the absolute paths of the shared libraries and the dynamic loader the
+    binary loads, in ldd's order (the kernel's vDSO, which is no file, left out). Empty for a
+    static binary. A library the loader cannot find is an ImageBuildError."""
+    paths = []
+    for line in text.splitlines():
+        line = LDD_ADDRESS.sub("", line).strip()
+        name, arrow, target = line.partition("=>")
+        name, target = name.strip(), target.strip()
+        if arrow and name.startswith("/"):  # the loader as ld.so --list names it: its path
+            paths.append(name)
+        elif arrow:  # "libz.so.1 => /lib/x86_64-linux-gnu/libz.so.1 (0x...)"
+            if target == "not found":
+                raise ImageBuildError(f"{binary} needs {name}, which the build host's "
+                                      "dynamic loader does not find")
+            if target:  # older glibc: "linux-vdso.so.1 =>  (0x...)", no file
+                paths.append(target)
+        elif line.startswith("/"):  # the loader: "/lib64/ld-linux-x86-64.so.2 (0x...)"
+            paths.append(line)
+    return paths
+
+
+def zstd_path() -> Path:
+    """The build host's zstd (the Debian package zstd)."""
+    found = shutil.which(ZSTD)
+    if not found:
+        raise ImageBuildError(f"{ZSTD} not found: install the Debian package zstd (the deploy "
+                              "ramdisk carries it to decompress the image)")
+    return Path(found).resolve()
+
+
+def shared_libraries(binary: Path) -> list[str]:
+    """The shared libraries and the dynamic loader `binary` loads on the build host, as ldd
+    resolves them: the paths the same loader finds them at in the initramfs (its default
+    directories, /lib/x86_64-linux-gnu on Debian, and the ELF interpreter's own path)."""
+    try:
+        result = subprocess.run(["ldd", str(binary)], capture_output=True, text=True,
+                                timeout=60)
+    except FileNotFoundError:
+        raise ImageBuildError("ldd not found: install the Debian package libc-bin") from None
+    text = result.stdout + result.stderr
+    paths = parse_ldd(text, str(binary))
+    if result.returncode != 0 and paths == [] and "not a dynamic executable" not in text:
+        raise ImageBuildError(f"ldd {binary} failed: {text.strip()[-400:]}")
+    return paths
+
+
+def executable_entries(binary: Path, name: str) -> list[tuple[str, int, bytes]]:
+    """`binary` as the initramfs's `name` (e.g. bin/zstd) with the libraries it loads, each at
+    the path it has on the build host and its content there (a symlink's target's), and the
+    directories they need."""
+    files = [(name, stat.S_IFREG | 0o755, binary.read_bytes())]
+    files += [(path.lstrip("/"), stat.S_IFREG | 0o755, Path(path).read_bytes())
+              for path in shared_libraries(binary)]
+    return files
+
+
+def _parents(names: Iterable[str]) -> list[str]:
+    """Every directory above the names, parents first."""
+    out: list[str] = []
+    for name in names:
+        parts = name.split("/")[:-1]
+        for depth in range(1, len(parts) + 1):
+            directory = "/".join(parts[:depth])
+            if directory not in out:
+                out.append(directory)
+    return out
+
+
+def initramfs_entries(modules_dir: Path, order: list[str],
+                      zstd: Path | None = None) -> list[tuple[str, int, bytes]]:
     directory, executable, regular = stat.S_IFDIR | 0o755, stat.S_IFREG | 0o755, \
         stat.S_IFREG | 0o644
-    entries = [(d, directory, b"") for d in ("bin", "dev", "etc", "lib", "lib/modules", "mnt",
-                                              "proc", "sys", "tmp")]
+    base = ["bin", "dev", "etc", "lib", "lib/modules", "mnt", "proc", "sys", "tmp"]
+    decompressor = executable_entries(zstd or zstd_path(), "bin/zstd")
+    base += [d for d in _parents(name for name, _, _ in decompressor) if d not in base]
+    entries = [(d, directory, b"") for d in base]
+    entries += decompressor
     entries += [("bin/busybox", executable, BUSYBOX.read_bytes()),
                 ("bin/sh", stat.S_IFLNK | 0o777, b"busybox"),
                 ("init", executable, INIT.read_bytes()),
@@ -150,10 +229,16 @@ def initramfs_entries(modules_dir: Path, order: list[str]) -> list[tuple[str, in
 
 
 def build_id(image_build_id: str) -> str:
+    """Hash of the recipe: the image's kernel (its build id), busybox, zstd and the libraries it
+    loads (paths and contents), /init, the modules and this module."""
     digest = hashlib.sha256()
+    zstd = zstd_path()
+    carried = [str(zstd).encode() + hashlib.sha256(zstd.read_bytes()).digest()]
+    carried += [path.encode() + hashlib.sha256(Path(path).read_bytes()).digest()
+                for path in shared_libraries(zstd)]
     for part in (image_build_id.encode(), hashlib.sha256(BUSYBOX.read_bytes()).digest(),
-                 INIT.read_bytes(), UDHCPC_SCRIPT.read_bytes(), " ".join(MODULES).encode(),
-                 Path(__file__).read_bytes()):
+                 *carried, INIT.read_bytes(), UDHCPC_SCRIPT.read_bytes(),
+                 " ".join(MODULES).encode(), Path(__file__).read_bytes()):
         digest.update(part + b"\0")
     return digest.hexdigest()[:16]
 
@@ -163,6 +248,7 @@ def build(image: diskimage.DiskImage | None = None) -> Ramdisk:
     started = time.monotonic()
     if not BUSYBOX.exists():
         raise ImageBuildError(f"{BUSYBOX} not found: install the Debian package busybox-static")
+    zstd_path()  # before the image's build: it names its Debian package
     image = image or diskimage.build()
     build = build_id(image.build_id)
     final = cache_dir() / "ramdisk" / build

@@ -86,7 +86,7 @@ class BootServer:
 @pytest.fixture(scope="module")
 def image() -> diskimage.DiskImage:
     result = diskimage.build()
-    print(f"\n[image] {result.name} {result.build_id}: {result.size / MIB:.0f} MiB gz, "
+    print(f"\n[image] {result.name} {result.build_id}: {result.size / MIB:.0f} MiB zstd, "
           f"{'cache hit' if result.cached else 'built'} in {result.seconds:.1f} s")
     return result
 

@@ -207,7 +207,7 @@ def test_new_vm_from_power_off_to_the_pool_while_bmc_and_mac_failures_stay_per_h
     seconds = _since_power_on(lines, new_vm.name, "answers on SSH")
     active = joined.seconds - _power_on_at(lines, new_vm.name)
     print(f"[imaging] {new_vm.name}: power-on to SSH {seconds:.0f} s, to active {active:.0f} s "
-          f"(image {image.size / MIB:.0f} MiB gz; stages {stage_seconds}); whole run "
+          f"(image {image.size / MIB:.0f} MiB zstd; stages {stage_seconds}); whole run "
           f"{result.seconds:.0f} s")
     assert seconds < 600
 

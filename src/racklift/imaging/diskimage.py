@@ -79,11 +79,12 @@ MBR_CODE_BYTES = 440  # the rest of sector 0 is sgdisk's protective MBR partitio
 TOOLS = {"sgdisk": "gdisk", "mkfs.ext4": "e2fsprogs", "mkfs.vfat": "dosfstools",
          "mcopy": "mtools", "mmd": "mtools", "grub-mkimage": "grub-pc-bin and grub-efi-amd64-bin",
          "zstd": "zstd"}
-# zstd's level for the image. Measured natively on the 931 MiB disk (2 cores; benchmarks/README):
-# -3 208 MiB in 5 s, -6 195 MiB in 13 s, -9 187 MiB in 19 s, -12 186 MiB in 43 s, -15 185 MiB
-# in 116 s, -19 170 MiB in 460 s; each decompresses in about 1 s of CPU (busybox gunzip took
-# 6.2 s for gzip -6's 231 MiB). -9: within 2 MiB of -15 at a sixth of its time; -19 saves
-# 17 MiB more but takes minutes, too long for a fresh machine's first build.
+# zstd's level for the image, measured natively on the 1,443 MiB disk (2 cores, loaded;
+# benchmarks/README.md): -3 344 MiB in 7 s, -6 324 MiB in 20 s, -9 311 MiB in 29 s, -12
+# 308 MiB in 38 s (72 s of CPU), -15 306 MiB in 216 s; gzip -6 was 375 MiB in 46 s. Every
+# level decompresses in 1.4-2 s of CPU, where busybox gunzip took 10 s. -9: within 2 % of -15
+# at a fraction of the time a fresh machine's first build waits for it (-19: 9 % smaller than
+# -9, but minutes of compression).
 ZSTD_LEVEL = 9
 IMAGE_FILE = "disk.raw.zst"
 

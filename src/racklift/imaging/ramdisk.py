@@ -186,8 +186,8 @@ def shared_libraries(binary: Path) -> list[str]:
 
 def executable_entries(binary: Path, name: str) -> list[tuple[str, int, bytes]]:
     """`binary` as the initramfs's `name` (e.g. bin/zstd) with the libraries it loads, each at
-    the path it has on the build host and its content there (a symlink's target's), and the
-    directories they need."""
+    the path it has on the build host, as a file with its content there (a symlink's target's).
+    The directories they are in are initramfs_entries'."""
     files = [(name, stat.S_IFREG | 0o755, binary.read_bytes())]
     files += [(path.lstrip("/"), stat.S_IFREG | 0o755, Path(path).read_bytes())
               for path in shared_libraries(binary)]

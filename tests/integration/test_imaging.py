@@ -113,13 +113,13 @@ def _run(netbox, names, options, imaging_options=OPTIONS, runs=None):
     return result, lines
 
 
-def _ssh(address: str, command: str) -> subprocess.CompletedProcess:
+def _ssh(address: str, command: str, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(
         ["ssh", "-i", str(lab_hosts.ssh_key()), "-o",
          f"ProxyCommand={vrack.proxy_command(RACK)}", "-o", "StrictHostKeyChecking=no",
          "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "BatchMode=yes",
          "-o", "ConnectTimeout=10", f"root@{address}", command],
-        capture_output=True, text=True, timeout=60)
+        capture_output=True, text=True, timeout=timeout)
 
 
 def _state(address: str) -> tuple[str, str, str]:
@@ -243,6 +243,7 @@ DROP_NVIDIA_RUNTIME = (
     f"json.dump(d, open('{DAEMON_JSON}', 'w'))\" && systemctl restart docker")
 RESTORE_RUNTIME = f"mv {DAEMON_JSON}.before-test {DAEMON_JSON} && systemctl restart docker"
 MIRROR_UNIT = "racklift-registry-mirror@dockerhub"
+RESTART = 300  # seconds for Docker's restart under TCG on a loaded machine (about 20 s idle)
 
 
 def _checks_failed(verdict) -> dict[str, str]:
@@ -259,7 +260,7 @@ def test_faults_on_the_pool_vm_fail_it_on_their_own_check(netbox, rack):
     device = _device(netbox, vm.name)
     assert device["status"]["value"] == "active"  # the whole run's (the test above)
     select = Selection(names=(vm.name,))
-    out = _ssh(vm.address, DROP_NVIDIA_RUNTIME)
+    out = _ssh(vm.address, DROP_NVIDIA_RUNTIME, timeout=RESTART)
     assert out.returncode == 0, out.stderr
     netbox.update("dcim/devices", [{"id": device["id"], "local_context_data": {
         CONTEXT_KEY: {"nvidia_driver": {"version": OTHER_DRIVER}}}}])
@@ -269,7 +270,7 @@ def test_faults_on_the_pool_vm_fail_it_on_their_own_check(netbox, rack):
     finally:
         netbox.update("dcim/devices", [{"id": device["id"],
                                         "local_context_data": device["local_context_data"]}])
-        restored = _ssh(vm.address, RESTORE_RUNTIME)
+        restored = _ssh(vm.address, RESTORE_RUNTIME, timeout=RESTART)
     failed = _checks_failed(verdict)
     assert set(failed) == {"software.nvidia_driver", "containers.registry_mirror"}, failed
     assert f"expected {OTHER_DRIVER!r}, observed '550.127.08'" in failed["software.nvidia_driver"]

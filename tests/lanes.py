@@ -38,7 +38,8 @@ class Lane:
 # The Molecule scenarios (no NetBox) even the two lanes out, split by role (test_molecule.VM_LANE
 # marks half of them vm_lane): with all of them beside the VM tier, that lane was the longer on
 # an Intel machine (CI, 36 minutes); split, the other lane is on an AMD one (59 minutes against
-# 35). The container modules share one test network (helpers.TEST_NET): they stay in one lane.
+# 35, before the VM tier took a VM to `active`: 58 minutes since). Each lane has its own lab
+# network (RACKLIFT_TEST_NET, helpers.TEST_NET), so a container module may run in either.
 LANES = (
     Lane("vm", "vm or vm_lane", {"RACKLIFT_TEST_NETBOX": "testvm",
                                  "RACKLIFT_TEST_NETBOX_PORT": "18002",

@@ -51,8 +51,10 @@ NODE_ROLE_PACKAGES = {"base_os": ("chrony", "lldpd"),
 # each): a first boot starts no daemon on its packaged defaults (lldpd announcing the image's
 # name, dockerd its default bridge), and no daemon starts twice, at boot and again once
 # configured, which under emulation delays SSH by a minute.
-NODE_ROLE_SERVICES = ("chrony.service", "lldpd.service", "containerd.service", "docker.service",
-                      "docker.socket")
+# Unit → the package that brings it.
+NODE_ROLE_SERVICES = {"chrony.service": "chrony", "lldpd.service": "lldpd",
+                      "containerd.service": "containerd", "docker.service": "docker.io",
+                      "docker.socket": "docker.io"}
 
 
 def node_role_packages(roles: tuple[str, ...] = tuple(NODE_ROLE_PACKAGES)) -> tuple[str, ...]:
@@ -129,15 +131,9 @@ def install_packages(packages: tuple[str, ...]) -> str:
             " && apt-get clean")
 
 
-def _installs(packages: tuple[str, ...], unit: str) -> bool:
-    """Whether `packages` bring `unit` (docker.io brings docker.*)."""
-    name = unit.split(".")[0]
-    return any(p.split(".")[0] == name for p in packages)
-
-
 def containerfile(packages: tuple[str, ...] = PACKAGES) -> str:
     """The podman build that turns the debootstrap base into the image's root filesystem."""
-    units = [unit for unit in NODE_ROLE_SERVICES if _installs(packages, unit)]
+    units = [unit for unit, package in NODE_ROLE_SERVICES.items() if package in packages]
     disable = f" && systemctl disable {' '.join(units)} \\\n" if units else ""
     return f"""\
 ARG BASE

@@ -35,11 +35,13 @@ class Lane:
     env: dict[str, str] = field(default_factory=dict)
 
 
-# The Molecule scenarios (no NetBox) even the two lanes out, split by role (test_molecule.VM_LANE
-# marks half of them vm_lane): with all of them beside the VM tier, that lane was the longer on
-# an Intel machine (CI, 36 minutes); split, the other lane is on an AMD one (59 minutes against
-# 35, before the VM tier took a VM to `active`: 58 minutes since). Each lane has its own lab
-# network (RACKLIFT_TEST_NET, helpers.TEST_NET), so a container module may run in either.
+# What is marked vm_lane beside the VM tier evens the two lanes out: some roles' Molecule
+# scenarios (test_molecule.VM_LANE) and two NetBox/container modules (test_installed_software,
+# test_warm_inventory). Each lane has its own lab network (RACKLIFT_TEST_NET, helpers.TEST_NET),
+# so a container module may run in either. Measured as CI runs it on a two-core AMD EPYC
+# (2026-12-04): vm lane 3,499 s, the other 4,328 s, before the VM lane lost the deploy test's own
+# VM (the whole run deploys through the same ramdisk) and took container_runtime's scenario and
+# those two modules (about 560 s of the other lane's time).
 LANES = (
     Lane("vm", "vm or vm_lane", {"RACKLIFT_TEST_NETBOX": "testvm",
                                  "RACKLIFT_TEST_NETBOX_PORT": "18002",

@@ -189,6 +189,15 @@ def test_new_vm_from_power_off_to_the_pool_while_bmc_and_mac_failures_stay_per_h
     _, hostname, marker = _state(new_vm.address)
     assert hostname == new_vm.name
     assert marker == f'{{"name":"{image.name}","build_id":"{image.build_id}"}}'
+    # What the ramdisk wrote from the deploy data: the record of the deploy, the static address
+    # (DHCP leases say "dynamic"), and host keys made on the disk's first boot.
+    deployed, addresses, host_keys = _ssh(
+        new_vm.address, "cat /etc/racklift/deploy.json; echo @; ip -4 -o addr show scope "
+                        "global; echo @; ls /etc/ssh/ssh_host_*_key | wc -l").stdout.split("@\n")
+    assert json.loads(deployed) == {"host": new_vm.name, "image": image.name,
+                                    "build_id": image.build_id}
+    assert f"inet {new_vm.ip} " in addresses and "dynamic" not in addresses, addresses
+    assert int(host_keys) >= 3
     device = _device(netbox, new_vm.name)
     assert device["status"]["value"] == "active"
     assert device["custom_fields"]["racklift_image"] == f"{image.name} {image.build_id}"

@@ -22,7 +22,8 @@ from racklift.pipeline.progress import QUIET, Progress
 from racklift.pipeline.provision import run
 from racklift.verify.gate import verify
 
-pytestmark = pytest.mark.containers
+# In the VM lane (tests/lanes.py): its own lab network there.
+pytestmark = [pytest.mark.containers, pytest.mark.vm_lane]
 
 RACK = "S01"
 SELECT = Selection(racks=(RACK,), roles=("gpu-server",))

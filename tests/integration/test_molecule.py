@@ -17,8 +17,9 @@ from racklift.lab import molecule
 pytestmark = pytest.mark.molecule
 
 AT_ONCE = 3
-# About half the scenarios' time (tests/lanes.py): the VM lane is the longer one.
-VM_LANE = frozenset({"apt_vendor", "nvidia_driver", "ofed", "lab_hardware"})
+# The roles whose scenarios run beside the VM tier (tests/lanes.py says how the lanes are evened).
+VM_LANE = frozenset({"apt_vendor", "nvidia_driver", "ofed", "lab_hardware",
+                     "container_runtime"})
 
 
 def _role(role: str):

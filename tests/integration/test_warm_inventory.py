@@ -24,6 +24,8 @@ SELECTIONS = {"everything": Selection(),
               "GPU servers at lab1": Selection.of(sites="lab1", roles="gpu-server")}
 ROUNDS = 6
 
+pytestmark = pytest.mark.vm_lane  # tests/lanes.py: it evens the lanes out
+
 
 def cold(netbox: NetBox, selection: Selection) -> dict:
     return build_inventory(read_inventory_hosts(netbox, selection))

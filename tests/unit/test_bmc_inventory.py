@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from redfish_trees import DELL, DGX, GIGABYTE, HPE, LENOVO, OPENBMC, SUPERMICRO, TREES, Tree
 
 from racklift.bmc.inventory import (
     MAX_ATTRIBUTE_VALUE,
@@ -25,31 +26,6 @@ from racklift.bmc.inventory import (
     normalize_mac,
     read_inventory,
 )
-
-TREES = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "redfish"
-DELL = TREES / "dell-poweredge-r750_idrac9-6.00.30.00"
-HPE = TREES / "hpe-proliant-dl385-gen10plus-v2_ilo5-2.72"
-LENOVO = TREES / "lenovo-thinksystem-sr670-v2_xcc-2.83"
-SUPERMICRO = TREES / "supermicro-sys-821ge-tnhr_bmc-11.01.01"
-DGX = TREES / "nvidia-dgx-h100_ami-bmc-23.11.20"
-GIGABYTE = TREES / "gigabyte-h262-z63_ami-megarac-12.84.13"
-OPENBMC = TREES / "openbmc-2.15.0-dev_stock-build-hardware-unstated"
-
-
-class Tree:
-    """`get` over a captured tree: path -> <tree>/<path>/index.json. It reads nothing outside
-    the tree whatever it is asked, and records every path asked for."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root.resolve()
-        self.calls: list[str] = []
-
-    def __call__(self, path: str) -> Any:
-        self.calls.append(path)
-        file = self.root.joinpath(*path.strip("/").split("/"), "index.json").resolve()
-        if self.root not in file.parents:
-            raise PermissionError(f"{path} is outside the tree")
-        return json.loads(file.read_text(encoding="utf-8"))
 
 
 def read(tree: Path) -> tuple[Any, Tree]:
@@ -80,6 +56,10 @@ def test_dell_idrac9_poweredge_r750():
     assert inv.boot.allowed_targets == ("None", "Pxe", "Floppy", "Cd", "Hdd", "BiosSetup",
                                         "Utilities", "UefiTarget", "SDCard", "UefiHttp")
     assert (inv.boot.target, inv.boot.enabled, inv.boot.mode) == ("None", "Disabled", "UEFI")
+    assert (inv.boot.allowed_enabled, inv.boot.allowed_modes) == ((), ())
+    # The manager and the Bios name the images they run: the Installed- ones.
+    assert inv.bmc_image == "Installed-25227-6.00.30.00__iDRAC.Embedded.1-1"
+    assert inv.bios_image == "Installed-159-1.8.2__BIOS.Setup.1-1"
     # Installed-, Current- and Previous- images, each with its Id: the caller tells them apart.
     assert len(inv.firmware) == 29
     assert component(inv, "Installed-25227-6.00.30.00__iDRAC.Embedded.1-1") == (
@@ -119,6 +99,7 @@ def test_hpe_ilo5_proliant_dl385_lowercase_bios_link_and_trailing_slashes():
                                         "Diags", "BiosSetup", "Pxe", "UefiShell", "UefiHttp",
                                         "UefiTarget")
     assert inv.boot.mode == "UEFI"
+    assert (inv.bmc_image, inv.bios_image) == (None, None)  # iLO names no active image
     assert len(inv.firmware) == 48
     assert inv.firmware[0] == ("1", "iLO 5", "2.72 Sep 04 2022")
     assert inv.firmware[1] == ("2", "System ROM", "A42 v2.60 (08/11/2022)")
@@ -138,6 +119,8 @@ def test_lenovo_xcc_thinksystem_sr670_v2():
                         ("NIC4", "00:62:0b:4c:28:51"))
     assert inv.boot.allowed_targets == ("None", "Pxe", "Cd", "Usb", "Hdd", "BiosSetup",
                                         "Diags", "UefiTarget")
+    assert inv.boot.allowed_enabled == ("Once", "Disabled")  # no Continuous
+    assert (inv.bmc_image, inv.bios_image) == ("BMC-Primary", "UEFI")
     assert len(inv.firmware) == 43
     assert component(inv, "BMC-Primary") == ("BMC-Primary", "Firmware:BMC", "42S-2.83")
     assert component(inv, "UEFI") == ("UEFI", "Firmware:UEFI", "22J-1.51")
@@ -159,6 +142,7 @@ def test_supermicro_sys_821ge_tnhr_hgx_h100():
     assert (inv.boot.target, inv.boot.enabled, inv.boot.mode) == ("Pxe", "Disabled", "UEFI")
     assert inv.boot.allowed_targets == ("None", "Pxe", "Floppy", "Cd", "Usb", "Hdd",
                                         "BiosSetup", "UsbCd", "UefiBootNext", "UefiHttp")
+    assert (inv.bmc_image, inv.bios_image) == ("BMC", "BIOS")
     assert len(inv.macs) == 12
     assert inv.macs[0] == ("1", "94:6d:ae:91:fb:22")
     assert ("9", "7c:c2:55:79:3f:8e") in inv.macs
@@ -183,6 +167,7 @@ def test_nvidia_dgx_h100_lists_no_boot_targets_and_two_systems():
     assert (inv.bmc_model, inv.bmc_firmware) == ("77171220", "23.11.20")
     assert inv.boot.allowed_targets == ()
     assert (inv.boot.target, inv.boot.enabled, inv.boot.mode) == ("None", "Disabled", None)
+    assert (inv.bmc_image, inv.bios_image) == (None, None)
     assert inv.problems == (
         "the system (/redfish/v1/Systems/DGX): no BootSourceOverrideTarget@Redfish."
         "AllowableValues (the allowable boot targets are unknown)",
@@ -206,6 +191,9 @@ def test_gigabyte_ami_megarac_reports_one_mac_for_two_interfaces():
     assert inv.problems == ("Ethernet interfaces 3 and 2 report the same MAC b4:2e:99:ba:de:16",)
     assert (inv.boot.enabled, inv.boot.mode) == ("Disabled", "Legacy")
     assert "RemoteDrive" in inv.boot.allowed_targets and len(inv.boot.allowed_targets) == 14
+    assert inv.boot.allowed_enabled == ("Disabled", "Once", "Continuous")
+    assert inv.boot.allowed_modes == ("Legacy", "UEFI")
+    assert (inv.bmc_image, inv.bios_image) == (None, None)
     assert inv.firmware == (("BMC", "BMC", "12.84.13"), ("MB_CPLD1", "MB_CPLD1", "ff"),
                             ("BIOS", "BIOS", "C27"))
     assert len(inv.bios_attributes) == 550
@@ -221,6 +209,9 @@ def test_stock_openbmc_says_what_it_does_not_report():
     assert inv.macs == () and inv.bios_attributes == {}
     assert inv.firmware == (("5d0869c4", "Software Inventory", "2.15.0-dev-686-g100c36de90"),)
     assert inv.boot.allowed_targets == ("None", "Pxe", "Hdd", "Cd", "Diags", "BiosSetup", "Usb")
+    assert inv.boot.allowed_modes == ("Legacy", "UEFI")
+    # The manager names its image (a hash for an Id); there is no BIOS image to name.
+    assert (inv.bmc_image, inv.bios_image) == ("5d0869c4", None)
     assert inv.problems == (
         "the system (/redfish/v1/Systems/system): no Manufacturer",
         "the system (/redfish/v1/Systems/system): no Model",
@@ -294,6 +285,10 @@ PLANTED = [
     ("empty segment", _set(SYSTEM, "Bios", "/redfish/v1//Systems/Bios")),
     ("too long", _set(SYSTEM, "Bios", SYSTEM + "/" + "a" * 600)),
     ("not a string", _set(SYSTEM, "Bios", ["/redfish/v1/Systems"])),
+    ("ActiveSoftwareImage elsewhere", lambda path, payload: (
+        payload["Links"].__setitem__("ActiveSoftwareImage",
+                                     {"@odata.id": "/redfish/v1/../../etc/passwd"})
+        if path == "/redfish/v1/Managers/iDRAC.Embedded.1" else None)),
     ("ManagedBy another host", lambda path, payload: (
         payload["Links"].__setitem__("ManagedBy", [{"@odata.id": "https://evil.example/bmc"}])
         if path == SYSTEM else None)),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import socket
 import ssl
 import subprocess
@@ -28,6 +29,7 @@ from racklift.bmc.redfish import (
     client_for,
     credentials_for,
     endpoint_for,
+    endpoint_from_url,
     error_detail,
     parse_boot,
     parse_members,
@@ -186,6 +188,37 @@ def test_endpoint_from_the_oob_ip_and_vars(tmp_path):
     assert endpoint_for("h", "fd00::5/64").url == "https://[fd00::5]:443"
     assert endpoint_for("h", "10.0.0.1/24", environ={"RACKLIFT_BMC_CA_BUNDLE": str(ca)}) \
         .verify == str(ca)
+
+
+def test_endpoint_from_an_operators_url(tmp_path):
+    ca = tmp_path / "ca.pem"
+    ca.write_text("x")
+    assert endpoint_from_url("http://127.0.0.1:8000").url == "http://127.0.0.1:8000"
+    assert endpoint_from_url("http://bmc.example/").url == "http://bmc.example:80"
+    secure = endpoint_from_url("https://[fd00::5]", str(ca))
+    assert (secure.url, secure.verify) == ("https://[fd00::5]:443", str(ca))
+
+
+@pytest.mark.parametrize(("url", "ca", "says"), [
+    ("ftp://bmc", None, "is not http(s)://host[:port]"),
+    ("bmc.example", None, "is not http(s)://host[:port]"),
+    ("https://bmc:99999", None, "does not parse"),
+    ("https://bmc/redfish/v1", None, "has a path, query or fragment"),
+    ("https://bmc?x=1", None, "has a path, query or fragment"),
+    ("http://bmc", "/etc/hostname", "a CA (--ca) is for an https URL"),
+    ("https://bmc", "/nonexistent/ca.pem", "does not exist"),
+])
+def test_a_bad_url_says_what_to_give(url, ca, says):
+    with pytest.raises(BmcError, match=re.escape(says)):
+        endpoint_from_url(url, ca)
+
+
+@pytest.mark.parametrize("url", [f"https://admin:{SECRET}@bmc", f"https://admin:{SECRET}@bmc:x",
+                                 "https://admin@bmc"])
+def test_credentials_in_a_url_are_refused_and_never_echoed(url):
+    with pytest.raises(BmcError, match="RACKLIFT_BMC_PASSWORD") as caught:
+        endpoint_from_url(url)
+    assert SECRET not in str(caught.value) and "admin" not in str(caught.value)
 
 
 def test_certificate_checks_are_off_only_when_asked():
@@ -420,6 +453,18 @@ def test_a_bmc_that_accepts_but_never_answers_times_out_per_attempt():
     assert time.monotonic() - started < 3
     assert "did not answer in time, 2 attempts" in str(caught.value)
     assert "oob_ip" in str(caught.value) and waits == [0.5]
+
+
+def test_a_get_reads_a_json_object_up_to_its_cap(standin, tls, monkeypatch):
+    client = _client(standin, tls[0], [])
+    standin.resources["/redfish/v1"] = {"Id": "RootService", "Name": "x" * 3000}
+    assert client.get("/redfish/v1")["Id"] == "RootService"
+    monkeypatch.setattr("racklift.bmc.redfish.MAX_ANSWER", 1000)
+    with pytest.raises(BmcError, match="sent more than 1000 bytes for /redfish/v1"):
+        client.get("/redfish/v1")
+    standin.resources["/redfish/v1"] = ["a", "list"]
+    with pytest.raises(BmcError, match="not a JSON object"):
+        client.get("/redfish/v1")
 
 
 def test_more_than_one_system_is_refused(standin, tls):

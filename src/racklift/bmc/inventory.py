@@ -1,7 +1,8 @@
 """A BMC's inventory over Redfish, read without trusting it: the system's manufacturer, model,
 serial number and power state, the MAC address of each of its Ethernet interfaces, the boot
-override (allowable targets, mode, enabled), the firmware inventory (each component's Id, Name
-and Version), the BIOS version and attributes, and the BMC's own model and firmware version.
+override (target, enabled and mode, and the values of each the BMC allows), the firmware
+inventory (each component's Id, Name and Version), the BIOS version and attributes, the BMC's own
+model and firmware version, and which firmware components the BMC and the BIOS say they run.
 
 Pure: `read_inventory(get)` walks the tree from /redfish/v1 through its links (`@odata.id`)
 and does nothing but call `get(path)`, which returns the JSON object at that path or raises.
@@ -34,7 +35,11 @@ among them, and why the reader reads as it does:
 - Firmware inventories run from 1 component (OpenBMC) to 106 (Supermicro with its HGX
   board). Dell lists Installed-, Current- and Previous- images of a component (Previous- is the
   rollback image, not what runs) and Lenovo pending slots without a Version: components are
-  reported as listed, with their Id, and judged by the caller.
+  reported as listed, with their Id, and judged by the caller (racklift.bmc.firmware). Dell,
+  Lenovo, Supermicro and OpenBMC name the image their BMC runs (the Manager's
+  Links.ActiveSoftwareImage), all but OpenBMC the BIOS's too (the Bios's): its Id is kept.
+- Lenovo allows the boot override Once or Disabled only (no Continuous); Gigabyte and OpenBMC
+  list the allowable modes too: each list is kept as given, empty where the BMC gives none.
 
 Untrusted input (racklift's rule: trust nothing a BMC says):
 - A link is followed only if it is a path under /redfish/v1: no scheme or host, no `.` or
@@ -59,7 +64,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from racklift.bmc.redfish import BootOverride
+from racklift.bmc.redfish import BOOT_KEYS, BootOverride
 from racklift.text import printable
 
 ROOT = "/redfish/v1"
@@ -70,7 +75,7 @@ MAX_TEXT = 256  # characters of a string kept
 MAX_ATTRIBUTES = 4096  # BIOS attributes kept (a Dell R750 has 455)
 MAX_ATTRIBUTE_NAME = 128
 MAX_ATTRIBUTE_VALUE = 8192  # characters of a BIOS attribute's text (AMI's MAPIDS: 5,841)
-MAX_ALLOWABLE = 64  # allowable boot targets kept (Redfish defines 16)
+MAX_ALLOWABLE = 64  # allowable values kept of each (Redfish defines 16 boot targets)
 MAX_PROBLEMS = 200
 
 Scalar = str | int | float | bool | None
@@ -97,6 +102,10 @@ class BmcInventory:
     bios_attributes: dict[str, Scalar] = field(default_factory=dict, hash=False)
     bmc_model: str | None = None
     bmc_firmware: str | None = None
+    # The Ids of the firmware components the BMC and the BIOS run, where the BMC says
+    # (Links.ActiveSoftwareImage of its Manager and of the Bios).
+    bmc_image: str | None = None
+    bios_image: str | None = None
     problems: tuple[str, ...] = ()  # why something is unknown or left out
 
 
@@ -311,47 +320,74 @@ def _macs(walk: _Walk, system: Mapping[str, Any], system_path: str
     return tuple(found)
 
 
+def _allowable(walk: _Walk, boot: Mapping[str, Any], key: str, what: str) -> tuple[str, ...]:
+    """boot[key], the list of values the BMC allows, as bounded text; () when not given."""
+    raw = boot.get(key)
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        walk.problem(f"{what}: {key} is {type(raw).__name__}, not a list")
+        return ()
+    if len(raw) > MAX_ALLOWABLE:
+        walk.problem(f"{what}: {key} lists {len(raw)} values: the first {MAX_ALLOWABLE} kept")
+    allowed: list[str] = []
+    for value in raw[:MAX_ALLOWABLE]:
+        if not isinstance(value, str):
+            walk.problem(f"{what}: a {key} value is {type(value).__name__}, not text: "
+                         "left out")
+            continue
+        text = walk.clean(value, f"{what}: a {key} value")
+        if text is not None and text not in allowed:
+            allowed.append(text)
+    return tuple(allowed)
+
+
 def _boot(walk: _Walk, system: Mapping[str, Any], what: str) -> BootOverride:
     boot = system.get("Boot")
     if not isinstance(boot, Mapping):
         walk.problem(f"{what}: no Boot object (boot override unknown)")
         return NO_BOOT
-    key = "BootSourceOverrideTarget@Redfish.AllowableValues"
-    raw = boot.get(key)
-    allowed: list[str] = []
-    if raw is None:
-        walk.problem(f"{what}: no {key} (the allowable boot targets are unknown)")
-    elif not isinstance(raw, list):
-        walk.problem(f"{what}: {key} is {type(raw).__name__}, not a list")
-    else:
-        if len(raw) > MAX_ALLOWABLE:
-            walk.problem(f"{what}: {key} lists {len(raw)} targets: the first {MAX_ALLOWABLE} "
-                         "kept")
-        for value in raw[:MAX_ALLOWABLE]:
-            if not isinstance(value, str):
-                walk.problem(f"{what}: a {key} value is {type(value).__name__}, not text: "
-                             "left out")
-                continue
-            text = walk.clean(value, f"{what}: a {key} value")
-            if text is not None and text not in allowed:
-                allowed.append(text)
+    targets = "BootSourceOverrideTarget@Redfish.AllowableValues"
+    if boot.get(targets) is None:
+        walk.problem(f"{what}: no {targets} (the allowable boot targets are unknown)")
+    # The allowable enabled values and modes are optional in Redfish, and most BMCs leave
+    # them out: none given is no problem.
     return BootOverride(walk.text(boot, "BootSourceOverrideTarget", what),
                         walk.text(boot, "BootSourceOverrideEnabled", what),
                         walk.text(boot, "BootSourceOverrideMode", what),
-                        tuple(allowed))
+                        *(_allowable(walk, boot, f"BootSourceOverride{key}@Redfish."
+                                     "AllowableValues", what) for key in BOOT_KEYS))
 
 
-def _bios(walk: _Walk, system: Mapping[str, Any], system_path: str) -> dict[str, Scalar]:
+def _active_image(walk: _Walk, payload: Mapping[str, Any], what: str) -> str | None:
+    """The Id (the link's last segment) of the firmware component that `payload` (a Manager
+    or a Bios) says it runs: Links.ActiveSoftwareImage, optional in Redfish. Not followed: the
+    caller finds it among the firmware inventory's components."""
+    links = payload.get("Links")
+    ref = links.get("ActiveSoftwareImage") if isinstance(links, Mapping) else None
+    if ref is None:
+        return None
+    path, why = check_link(ref.get("@odata.id") if isinstance(ref, Mapping) else ref)
+    if path is None:
+        walk.problem(f"{what}'s ActiveSoftwareImage link refused: it {why}")
+        return None
+    return path.rsplit("/", 1)[-1]
+
+
+def _bios(walk: _Walk, system: Mapping[str, Any], system_path: str
+          ) -> tuple[dict[str, Scalar], str | None]:
+    """The BIOS attributes, and the Id of the BIOS image the Bios says it runs."""
     path = walk.link(system, "Bios", "BIOS attributes", system_path)
     if path is None:
-        return {}
+        return {}, None
     bios = walk.fetch(path, "Bios")
     if bios is None:
-        return {}
+        return {}, None
+    image = _active_image(walk, bios, f"Bios ({path})")
     raw = bios.get("Attributes")
     if not isinstance(raw, Mapping):
         walk.problem(f"BIOS attributes unknown: Bios ({path}) has no Attributes object")
-        return {}
+        return {}, image
     if len(raw) > MAX_ATTRIBUTES:
         walk.problem(f"Bios ({path}) has {len(raw)} attributes: the first {MAX_ATTRIBUTES} "
                      "kept")
@@ -375,7 +411,7 @@ def _bios(walk: _Walk, system: Mapping[str, Any], system_path: str) -> dict[str,
         walk.problem(f"Bios ({path}): {changed} attribute names or values had non-printable "
                      f"characters (escaped) or were too long (names cut to "
                      f"{MAX_ATTRIBUTE_NAME} characters, values to {MAX_ATTRIBUTE_VALUE})")
-    return attributes
+    return attributes, image
 
 
 def _firmware(walk: _Walk, root: Mapping[str, Any]) -> tuple[FirmwareComponent, ...]:
@@ -401,9 +437,9 @@ def _firmware(walk: _Walk, root: Mapping[str, Any]) -> tuple[FirmwareComponent, 
 
 
 def _manager(walk: _Walk, root: Mapping[str, Any], system: Mapping[str, Any] | None
-             ) -> tuple[str | None, str | None]:
-    """The BMC's Model and FirmwareVersion: the manager the system is ManagedBy, else the
-    first of the Managers collection."""
+             ) -> tuple[str | None, str | None, str | None]:
+    """The BMC's Model, FirmwareVersion and active image's Id: the manager the system is
+    ManagedBy, else the first of the Managers collection."""
     path = None
     links = system.get("Links") if system else None
     managed = links.get("ManagedBy") if isinstance(links, Mapping) else None
@@ -419,10 +455,10 @@ def _manager(walk: _Walk, root: Mapping[str, Any], system: Mapping[str, Any] | N
         path = members[0] if members else None
     manager = walk.fetch(path, "Manager") if path else None
     if manager is None:
-        return None, None
+        return None, None, None
     what = f"Manager {path}"
     return (walk.text(manager, "Model", what, required=False),
-            walk.text(manager, "FirmwareVersion", what))
+            walk.text(manager, "FirmwareVersion", what), _active_image(walk, manager, what))
 
 
 def read_inventory(get: Callable[[str], Any], max_members: int = MAX_MEMBERS,
@@ -454,9 +490,10 @@ def read_inventory(get: Callable[[str], Any], max_members: int = MAX_MEMBERS,
             "bios_version": walk.text(system, "BiosVersion", what),
             "boot": _boot(walk, system, what),
             "macs": _macs(walk, system, system_path),
-            "bios_attributes": _bios(walk, system, system_path),
         }
-    fields["bmc_model"], fields["bmc_firmware"] = _manager(walk, root, system)
+        fields["bios_attributes"], fields["bios_image"] = _bios(walk, system, system_path)
+    fields["bmc_model"], fields["bmc_firmware"], fields["bmc_image"] = _manager(walk, root,
+                                                                               system)
     fields["firmware"] = _firmware(walk, root)
     problems = walk.problems
     if len(problems) > MAX_PROBLEMS:

@@ -31,6 +31,7 @@ Vendor quirks (why the client reads back and never assumes):
 from __future__ import annotations
 
 import email.utils
+import json
 import logging
 import os
 import time
@@ -38,10 +39,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
+import urllib3
 
 from racklift.errors import RackliftError
+from racklift.text import printable
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +74,11 @@ BOOT_TARGETS = ("None", "Pxe", "Floppy", "Cd", "Usb", "Hdd", "BiosSetup", "Utili
                 "Recovery")
 BOOT_ENABLED = ("Disabled", "Once", "Continuous")
 BOOT_MODES = ("UEFI", "Legacy")
+BOOT_KEYS = ("Target", "Enabled", "Mode")  # BootSourceOverride<key>, in BootOverride's order
+# The overrides racklift sends (target, enabled): the deploy's network boot, then the disk.
+NETWORK_BOOT = ("Pxe", "Once")
+DISK_BOOT = ("Hdd", "Continuous")
+MAX_ANSWER = 4 * 1024 * 1024  # bytes of one GET's answer read (the largest captured: 38 KB)
 
 
 @dataclass(frozen=True)
@@ -88,11 +97,12 @@ class BmcEndpoint:
     port: int = DEFAULT_PORT
     ca_bundle: Path | None = None  # None: the system trust store
     insecure: bool = False  # explicit opt-out of certificate checks; never a default
+    scheme: str = "https"  # http only where an operator gives an http URL (bmc.inventory)
 
     @property
     def url(self) -> str:
         address = f"[{self.address}]" if ":" in self.address else self.address
-        return f"https://{address}:{self.port}"
+        return f"{self.scheme}://{address}:{self.port}"
 
     @property
     def verify(self) -> bool | str:
@@ -125,6 +135,35 @@ def endpoint_for(host: str, oob_ip: str | None, hostvars: Mapping[str, Any] | No
     return BmcEndpoint(host, oob_ip.split("/")[0], port, Path(ca) if ca else None, insecure)
 
 
+def endpoint_from_url(url: str, ca: str | None = None) -> BmcEndpoint:
+    """The BMC at an operator's URL (http(s)://host[:port]), for commands that take one; `ca`:
+    the BMC's own CA (PEM) for https. Credentials never come in the URL (nor is a URL that
+    may hold them echoed)."""
+    if "@" in url:
+        raise BmcError(f"the BMC URL holds credentials (user@ or user:password@): take them "
+                       f"out, and export {ENV_USERNAME} and {ENV_PASSWORD} instead")
+    shown = printable(url)[:200]
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise BmcError(f"BMC URL '{shown}' does not parse ({exc}): give "
+                       "http(s)://host[:port]") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise BmcError(f"BMC URL '{shown}' is not http(s)://host[:port]")
+    if parts.path.rstrip("/") or parts.query or parts.fragment:
+        raise BmcError(f"BMC URL '{shown}' has a path, query or fragment: give only "
+                       "http(s)://host[:port]")
+    if ca and parts.scheme != "https":
+        raise BmcError("a CA (--ca) is for an https URL: the BMC's URL is http")
+    if ca and not Path(ca).is_file():
+        raise BmcError(f"BMC CA {printable(ca)} does not exist: give the BMC's CA certificate "
+                       "(PEM)")
+    default = DEFAULT_PORT if parts.scheme == "https" else 80
+    return BmcEndpoint(parts.hostname, parts.hostname, port or default,
+                       Path(ca) if ca else None, scheme=parts.scheme)
+
+
 def credentials_for(host: str, hostvars: Mapping[str, Any] | None = None,
                     environ: Mapping[str, str] = os.environ) -> BmcCredentials:
     """The seam for BMC credentials: the host's Ansible vars (vault) first, then the
@@ -147,7 +186,9 @@ class BootOverride:
     target: str | None
     enabled: str | None
     mode: str | None  # None: the BMC does not say (BIOS-only or not reported)
-    allowed_targets: tuple[str, ...] = ()
+    allowed_targets: tuple[str, ...] = ()  # each empty: the BMC does not say
+    allowed_enabled: tuple[str, ...] = ()
+    allowed_modes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -178,10 +219,10 @@ def parse_reset_action(payload: Mapping[str, Any]) -> ResetAction:
 
 def parse_boot(payload: Mapping[str, Any]) -> BootOverride:
     boot = payload.get("Boot") or {}
-    return BootOverride(boot.get("BootSourceOverrideTarget"),
-                        boot.get("BootSourceOverrideEnabled"),
-                        boot.get("BootSourceOverrideMode"),
-                        tuple(boot.get("BootSourceOverrideTarget@Redfish.AllowableValues") or ()))
+    return BootOverride(*(boot.get(f"BootSourceOverride{key}") for key in BOOT_KEYS),
+                        *(tuple(boot.get(f"BootSourceOverride{key}@Redfish.AllowableValues")
+                                or ()) for key in BOOT_KEYS))
+
 
 
 def error_detail(payload: Any) -> str:
@@ -263,7 +304,8 @@ class RedfishClient:
                         f"{operation}: {todo}")
 
     def _request(self, method: str, path: str, operation: str,
-                 body: Mapping[str, Any] | None = None) -> requests.Response:
+                 body: Mapping[str, Any] | None = None,
+                 stream: bool = False) -> requests.Response:
         started = time.monotonic()
         problem, answered = "", False  # answered: the BMC spoke, with a 5xx
         for attempt in range(self.attempts):
@@ -272,7 +314,7 @@ class RedfishClient:
                 # verify per request: a session's verify loses to REQUESTS_CA_BUNDLE.
                 response = self._session.request(method, f"{self.endpoint.url}{path}",
                                                  json=body, timeout=self.timeout,
-                                                 verify=self.endpoint.verify)
+                                                 verify=self.endpoint.verify, stream=stream)
             except requests.exceptions.SSLError:
                 raise self._fail(operation, "presented a certificate that does not verify",
                                  f"give racklift the BMC's CA ({VAR_CA_BUNDLE} or "
@@ -285,6 +327,7 @@ class RedfishClient:
                 if response.status_code not in RETRY_STATUS:
                     return self._checked(response, operation)
                 problem, answered = f"answered HTTP {response.status_code}", True
+                response.close()  # a streamed answer holds its connection until closed
                 hinted = retry_after(response.headers.get("Retry-After"))
                 if response.status_code == 503 and hinted is not None:
                     wait = min(hinted, self.backoff_cap)
@@ -317,11 +360,30 @@ class RedfishClient:
                          "check the request against the BMC's Redfish support")
 
     def _get(self, path: str, operation: str) -> dict[str, Any]:
+        """The JSON object at `path`, read up to MAX_ANSWER bytes (the BMC is not trusted to
+        end its answer)."""
+        with self._request("GET", path, operation, stream=True) as response:
+            try:
+                body = response.raw.read(MAX_ANSWER + 1, decode_content=True)
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                # A connection dropped or timed out mid-answer, a broken gzip stream.
+                raise self._fail(operation, f"broke off its answer for {path} "
+                                 f"({type(exc).__name__})", "retry, or reset the BMC") from None
+        if len(body) > MAX_ANSWER:
+            raise self._fail(operation, f"sent more than {MAX_ANSWER} bytes for {path}",
+                             "is this address a Redfish BMC?")
         try:
-            return dict(self._request("GET", path, operation).json())
+            payload = json.loads(body)
         except ValueError:
-            raise self._fail(operation, f"sent a non-JSON answer for {path}",
-                             "is this address a Redfish BMC?") from None
+            payload = None
+        if not isinstance(payload, dict):
+            raise self._fail(operation, f"sent an answer for {path} that is not a JSON object",
+                             "is this address a Redfish BMC?")
+        return payload
+
+    def get(self, path: str) -> dict[str, Any]:
+        """GET a Redfish resource: what racklift.bmc.inventory.read_inventory calls."""
+        return self._get(path, f"reading {path}")
 
     # -- the system ---------------------------------------------------------------------------
 
@@ -403,12 +465,12 @@ class RedfishClient:
 
     def network_boot_once(self) -> BootOverride:
         """Next boot from the network, then power-cycle (or power on)."""
-        override = self.set_boot_override("Pxe", "Once")
+        override = self.set_boot_override(*NETWORK_BOOT)
         self.reset("ForceRestart" if self.power_state() == "On" else "On")
         return override
 
     def boot_from_disk(self) -> BootOverride:
-        return self.set_boot_override("Hdd", "Continuous")
+        return self.set_boot_override(*DISK_BOOT)
 
 
 def client_for(host: str, oob_ip: str | None, hostvars: Mapping[str, Any] | None = None,

@@ -1,0 +1,284 @@
+"""Firmware and BIOS as desired state: a device type's pins, checked against what its BMC
+reports over Redfish (racklift.bmc.inventory).
+
+The pins live in the config context assigned to the device type, beside `hardware`:
+
+    racklift:
+      firmware: {BMC: "6.00.30.00", BIOS: "1.8.2", MCX75310AAS-NEAT: "28.37.10.14"}
+      bios: {SysProfile: PerfOptimized, ProcSMT: Enabled, AcPwrRcvryUserDelay: 120}
+
+`read` checks them as racklift.netbox.desired checks the rest of the context (NetBox strings
+are validated before use); `compare` judges a BmcInventory against them. Pure.
+
+A component is named as vendors name it:
+- `BMC` and `BIOS` (or a vendor's own word for them: iDRAC, iLO, XCC, System ROM, UEFI): the
+  image the BMC says its manager and its BIOS run (Links.ActiveSoftwareImage: Dell, Lenovo,
+  Supermicro, OpenBMC), else the component each vendor's table below names;
+- `GPU`: every GPU's firmware, by the vendors' tables;
+- anything else: the component with that Id, else those with that Name, else those whose Name
+  has it as a word: an HCA by its part number where the BMC names it (Supermicro's "NIC1 System
+  Slot1 MCX75310AAS-NEAT").
+Images a BMC keeps but does not run are never taken for the running one (NOT_RUNNING), but by
+their exact Id. Every component the name covers must have the version wanted; a name that covers
+none is a failure ("not reported"), never a pass. BIOS attributes are compared by name, value
+and type (120 is not "120"); one the BMC does not report is a failure too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from racklift.bmc.inventory import BmcInventory, FirmwareComponent, Scalar
+from racklift.netbox.desired import FIELD_PREFIX, Invalid
+from racklift.text import printable
+
+FIRMWARE = "firmware"  # the keys under racklift in the config context
+BIOS = "bios"
+MAX_PINS = 256  # entries of each mapping
+MAX_NAME = 128  # characters of a component's name or a version
+MAX_VALUE = 1024  # characters of a BIOS attribute's wanted text
+NOT_REPORTED = "not reported"
+
+# Printable ASCII, no space at either end: versions ("A42 v2.60 (08/11/2022)", "BIOS Date:
+# 08/04/2023 Ver 1.4") and component names ("System ROM") as BMCs write them.
+_TEXT = re.compile(rf"[!-~](?:[ -~]{{0,{MAX_NAME - 2}}}[!-~])?")
+# Redfish's AttributeName (the Attribute Registry's pattern); every real tree's names fit it.
+_ATTRIBUTE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,127}")
+_VALUE = re.compile(rf"[ -~]{{0,{MAX_VALUE}}}")
+_INT_BOUND = 2 ** 63
+
+FIRMWARE_FIX = ("make it a mapping of component name to version as `racklift bmc.inventory` "
+                "shows them, e.g. {\"BMC\": \"6.00.30.00\", \"BIOS\": \"1.8.2\"}, or remove it")
+BIOS_FIX = ("make it a mapping of BIOS attribute name to value as `racklift bmc.inventory` "
+            "shows them, e.g. {\"SysProfile\": \"PerfOptimized\", \"ProcSMT\": \"Enabled\"}, "
+            "or remove it")
+
+
+class Match(NamedTuple):
+    """What one vendor calls a component: its Id or Name, as a full-match pattern, and the
+    real trees (tests/fixtures/real/redfish) that call it so."""
+
+    field: str  # "id" or "name"
+    pattern: str
+    seen_in: tuple[str, ...]
+
+    def covers(self, component: FirmwareComponent) -> bool:
+        value = component.id if self.field == "id" else component.name
+        return value is not None and re.fullmatch(self.pattern, value) is not None
+
+
+DELL = "dell-poweredge-r750_idrac9-6.00.30.00"
+HPE = "hpe-proliant-dl385-gen10plus-v2_ilo5-2.72"
+LENOVO = "lenovo-thinksystem-sr670-v2_xcc-2.83"
+SUPERMICRO = "supermicro-sys-821ge-tnhr_bmc-11.01.01"
+DGX = "nvidia-dgx-h100_ami-bmc-23.11.20"
+GIGABYTE = "gigabyte-h262-z63_ami-megarac-12.84.13"
+
+# The components racklift knows by role, per vendor. Where the BMC names the BMC's and the
+# BIOS's image (Dell, Lenovo, Supermicro), that name is taken; the table says the same there
+# (the tests hold it to it) and is what HPE, the DGX and Gigabyte are read by.
+ALIASES: dict[str, tuple[Match, ...]] = {
+    "BMC": (Match("name", "Integrated Dell Remote Access Controller", (DELL,)),
+            Match("name", "iLO [0-9]+", (HPE,)),
+            Match("id", "BMC-Primary", (LENOVO,)),
+            Match("id", "BMC", (SUPERMICRO, GIGABYTE)),
+            Match("id", "HostBMC_0", (DGX,))),  # HGX_FW_BMC_0 is the HGX board's own BMC
+    "BIOS": (Match("name", "BIOS", (DELL, SUPERMICRO, GIGABYTE)),
+             Match("name", "System ROM", (HPE,)),  # "Redundant System ROM" is the spare
+             Match("id", "UEFI", (LENOVO,)),
+             Match("id", "HostBIOS_0", (DGX,))),
+    "GPU": (Match("id", "GPU[0-9]+", (LENOVO, SUPERMICRO)),
+            Match("id", "HGX_FW_GPU_SXM_[0-9]+", (DGX, SUPERMICRO))),
+}
+# Vendors' own words for a component of ALIASES.
+SYNONYMS = {"iDRAC": "BMC",  # Dell: iDRAC.Embedded.1
+            "iLO": "BMC",  # HPE: "iLO 5"
+            "XCC": "BMC",  # Lenovo: the XClarity Controller (host name XCC-7Z23-J105958B)
+            "System ROM": "BIOS",  # HPE
+            "UEFI": "BIOS"}  # Lenovo
+# Images a BMC lists but does not run, by Id.
+NOT_RUNNING = (
+    # Dell: the rollback image, and the copy kept for reinstalling (Oem Status
+    # "AvailableForInstallation"); the iDRAC's ActiveSoftwareImage is the Installed- one.
+    Match("id", "(Previous|Current)-.*", (DELL,)),
+    # Lenovo: the image staged for the next activation (often no Version), the other bank.
+    Match("id", ".*-(Pending|Backup)", (LENOVO,)),
+    # Supermicro: the spare, factory and staged images of the BMC, the BIOS and a CPLD.
+    Match("id", "(Backup|Golden|Staging)_.*", (SUPERMICRO,)),
+)
+
+
+@dataclass(frozen=True)
+class Pins:
+    """The firmware versions and BIOS attributes wanted, in the context's order."""
+
+    firmware: tuple[tuple[str, str], ...] = ()
+    bios: tuple[tuple[str, str | int | bool], ...] = ()
+
+
+class Finding(NamedTuple):
+    """A pin the BMC does not meet."""
+
+    component: str  # "firmware BMC", "firmware GPU (GPU3)", "BIOS attribute ProcSMT"
+    found: str  # as the BMC reports it, or NOT_REPORTED
+    wanted: str
+
+    def __str__(self) -> str:
+        return f"{self.component}: found {self.found}, wanted {self.wanted}"
+
+
+# ---------------------------------------------------------------------------------------------
+# The pins, from the config context
+
+
+def _shown(value: Any) -> str:
+    """A value from NetBox as an error quotes it: JSON, printable, cut."""
+    text = printable(json.dumps(value, default=repr, ensure_ascii=False))
+    return text if len(text) <= 80 else text[:80] + "..."
+
+
+def _is_version(value: Any) -> bool:
+    return isinstance(value, str) and _TEXT.fullmatch(value) is not None
+
+
+def _is_value(value: Any) -> bool:
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, int):
+        return -_INT_BOUND <= value < _INT_BOUND
+    return isinstance(value, str) and _VALUE.fullmatch(value) is not None
+
+
+def _entries(data: Any, path: str, fix: str, problems: list[Invalid]) -> list[tuple[Any, Any]]:
+    if data is None:
+        return []
+    if not isinstance(data, dict):
+        problems.append(Invalid(path, f"is {_shown(data)}: {fix}"))
+        return []
+    if len(data) > MAX_PINS:
+        problems.append(Invalid(path, f"has {len(data)} entries: pin at most {MAX_PINS}"))
+        return []
+    return list(data.items())
+
+
+def _firmware(data: Any, problems: list[Invalid]) -> tuple[tuple[str, str], ...]:
+    path = f"{FIELD_PREFIX}.{FIRMWARE}"
+    pins: list[tuple[str, str]] = []
+    named: dict[str, str] = {}  # component -> the key that pins it
+    for name, version in _entries(data, path, FIRMWARE_FIX, problems):
+        if not (isinstance(name, str) and _TEXT.fullmatch(name)):
+            problems.append(Invalid(f"{path}.{_shown(name)}", (
+                f"is not a component name: name it as `racklift bmc.inventory` shows it, 1 to "
+                f"{MAX_NAME} printable ASCII characters with no space at either end")))
+        elif not _is_version(version):
+            problems.append(Invalid(f"{path}.{name}", (
+                f"is {_shown(version)}: set it to the version as `racklift bmc.inventory` "
+                f"shows it, a string of 1 to {MAX_NAME} printable ASCII characters with no "
+                "space at either end, e.g. \"6.00.30.00\"")))
+        elif (component := SYNONYMS.get(name, name)) in named:
+            problems.append(Invalid(f"{path}.{name}", (
+                f"names the same component as {named[component]}: keep one of them")))
+        else:
+            named[component] = name
+            pins.append((name, version))
+    return tuple(pins)
+
+
+def _bios(data: Any, problems: list[Invalid]) -> tuple[tuple[str, str | int | bool], ...]:
+    path = f"{FIELD_PREFIX}.{BIOS}"
+    pins: list[tuple[str, str | int | bool]] = []
+    for name, value in _entries(data, path, BIOS_FIX, problems):
+        if not (isinstance(name, str) and _ATTRIBUTE.fullmatch(name)):
+            problems.append(Invalid(f"{path}.{_shown(name)}", (
+                "is not a BIOS attribute name: name it as the BMC's Bios Attributes do "
+                "(letters, digits and _, a letter first, at most 128)")))
+        elif not _is_value(value):
+            problems.append(Invalid(f"{path}.{name}", (
+                f"is {_shown(value)}: set it to the value as `racklift bmc.inventory` shows "
+                f"it: a string of at most {MAX_VALUE} printable ASCII characters, an integer "
+                "or true/false")))
+        else:
+            pins.append((name, value))
+    return tuple(pins)
+
+
+def read(context: Any) -> tuple[Pins, list[Invalid]]:
+    """The pins in a rendered config context's `racklift` value (None: no context; anything
+    but a mapping is racklift.netbox.desired's to report), and every entry that is wrong in
+    them, each left out."""
+    context = context if isinstance(context, dict) else {}
+    problems: list[Invalid] = []
+    pins = Pins(_firmware(context.get(FIRMWARE), problems), _bios(context.get(BIOS), problems))
+    return pins, problems
+
+
+def parse(context: Any) -> Pins | list[Invalid]:
+    """The pins, or what is wrong in them (see `read`)."""
+    pins, problems = read(context)
+    return problems or pins
+
+
+# ---------------------------------------------------------------------------------------------
+# The pins against a BMC's inventory
+
+
+def running(component: FirmwareComponent) -> bool:
+    return not any(m.covers(component) for m in NOT_RUNNING)
+
+
+def components(inventory: BmcInventory, name: str) -> list[FirmwareComponent]:
+    """The firmware components `name` covers in the inventory (see the module's rules)."""
+    role = SYNONYMS.get(name, name)
+    active = {"BMC": inventory.bmc_image, "BIOS": inventory.bios_image}.get(role)
+    if active is not None:
+        return [c for c in inventory.firmware if c.id == active]
+    if role in ALIASES:
+        return by_alias(inventory, role)
+    exact = [c for c in inventory.firmware if c.id == name]
+    if exact:
+        return exact
+    named = [c for c in inventory.firmware if running(c) and c.name == name]
+    return named or [c for c in inventory.firmware
+                     if running(c) and name in (c.name or "").split()]
+
+
+def by_alias(inventory: BmcInventory, role: str) -> list[FirmwareComponent]:
+    """The running components the vendors' tables name for `role` (BMC, BIOS, GPU)."""
+    return [c for c in inventory.firmware
+            if running(c) and any(m.covers(c) for m in ALIASES[role])]
+
+
+def _value(value: Scalar) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 120 else text[:120] + "..."
+
+
+def _same(found: Scalar, wanted: str | int | bool) -> bool:
+    """Equal in value and kind: a BMC that reports "120" for an integer is not believed."""
+    if isinstance(found, bool) or isinstance(wanted, bool):
+        return found is wanted
+    return type(found) is type(wanted) and found == wanted
+
+
+def compare(pins: Pins, inventory: BmcInventory) -> list[Finding]:
+    """Every pin the BMC does not meet, in the pins' order: a firmware component whose version
+    differs, or that the BMC does not report, and a BIOS attribute likewise."""
+    findings: list[Finding] = []
+    for name, version in pins.firmware:
+        found = components(inventory, name)
+        if not found:
+            findings.append(Finding(f"firmware {name}", NOT_REPORTED, version))
+        for c in found:
+            if c.version != version:
+                what = f"firmware {name}" if c.id == name else f"firmware {name} ({c.id})"
+                findings.append(Finding(what, c.version or NOT_REPORTED, version))
+    for attribute, wanted in pins.bios:
+        if attribute not in inventory.bios_attributes:
+            findings.append(Finding(f"BIOS attribute {attribute}", NOT_REPORTED,
+                                    _value(wanted)))
+        elif not _same(have := inventory.bios_attributes[attribute], wanted):
+            findings.append(Finding(f"BIOS attribute {attribute}", _value(have), _value(wanted)))
+    return findings

@@ -9,7 +9,7 @@ from racklift.tasks import namespace
             "unit": "the pure tier only (tests/unit: no NetBox, containers or VMs; under a "
                     "minute)",
             "tier": "only these tiers, a marker expression: unit, netbox, containers, vm, "
-                    "molecule, slurm, ansible (e.g. 'netbox and not containers')"})
+                    "molecule, slurm, ansible, redfish (e.g. 'netbox and not containers')"})
 def test(c, k=None, x=False, unit=False, tier=None):
     """Run the test suite (starts its own NetBox on port 18001), slowest tests listed last.
     The whole suite runs in two lanes side by side (tests/lanes.py): the VM and Molecule tiers

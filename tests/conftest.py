@@ -9,7 +9,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 HERE = Path(__file__).resolve().parent
 # Tiers (pyproject.toml's markers) beyond unit and netbox, which are applied here: an
 # integration module names its own with `pytestmark`.
-TIERS = ("netbox", "containers", "vm", "molecule", "slurm", "ansible")
+TIERS = ("netbox", "containers", "vm", "molecule", "slurm", "ansible", "redfish")
 NETBOX_FIXTURES = {"instance", "settings", "netbox", "empty_netbox", "seeded_netbox",
                    "demo_data_netbox"}
 

@@ -10,7 +10,7 @@ from invoke.exceptions import Exit
 from racklift.console import console
 from racklift.lab import rack as lab_rack
 from racklift.lab import vrack as virtual_rack
-from racklift.tasks import image, lab, lab_netbox, mirror, netbox, vrack
+from racklift.tasks import bmc, image, lab, lab_netbox, mirror, netbox, vrack
 from racklift.tasks.common import connect, offer_netbox
 from racklift.tasks.lab_netbox import seed, up
 from racklift.tasks.netbox import bootstrap, expected
@@ -64,3 +64,4 @@ namespace.add_collection(Collection.from_module(lab), name="lab")
 namespace.add_collection(Collection.from_module(mirror), name="mirror")
 namespace.add_collection(Collection.from_module(vrack), name="vrack")
 namespace.add_collection(Collection.from_module(image), name="image")
+namespace.add_collection(Collection.from_module(bmc), name="bmc")

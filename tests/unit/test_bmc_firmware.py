@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-from redfish_trees import ALL, DELL, DGX, GIGABYTE, HPE, LENOVO, OPENBMC, SUPERMICRO, TREES, Tree
 
 from racklift.bmc.firmware import (
     ALIASES,
@@ -26,6 +25,7 @@ from racklift.bmc.firmware import (
 )
 from racklift.bmc.inventory import BmcInventory, read_inventory
 from racklift.bmc.redfish import DISK_BOOT, NETWORK_BOOT
+from redfish_trees import ALL, DELL, DGX, GIGABYTE, HPE, LENOVO, OPENBMC, SUPERMICRO, TREES, Tree
 
 _READ: dict[Path, BmcInventory] = {}
 

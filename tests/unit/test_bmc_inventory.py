@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from redfish_trees import DELL, DGX, GIGABYTE, HPE, LENOVO, OPENBMC, SUPERMICRO, TREES, Tree
 
 from racklift.bmc.inventory import (
     MAX_ATTRIBUTE_VALUE,
@@ -26,6 +25,7 @@ from racklift.bmc.inventory import (
     normalize_mac,
     read_inventory,
 )
+from redfish_trees import DELL, DGX, GIGABYTE, HPE, LENOVO, OPENBMC, SUPERMICRO, TREES, Tree
 
 
 def read(tree: Path) -> tuple[Any, Tree]:

@@ -24,7 +24,7 @@ from racklift.bmc.firmware import (
     running,
 )
 from racklift.bmc.inventory import BmcInventory, read_inventory
-from racklift.bmc.redfish import DISK_BOOT, NETWORK_BOOT
+from racklift.bmc.redfish import DISK_BOOT, NETWORK_BOOT, disk_boot_enabled
 from redfish_trees import ALL, DELL, DGX, GIGABYTE, HPE, LENOVO, OPENBMC, SUPERMICRO, TREES, Tree
 
 _READ: dict[Path, BmcInventory] = {}
@@ -287,10 +287,17 @@ def test_a_bad_entry_is_left_out_and_the_rest_read():
 # The boot overrides racklift sends, against what each BMC allows
 
 
+def _sent(tree: Path) -> dict[str, tuple[str, str]]:
+    """The overrides racklift would send this BMC, as RedfishClient chooses them."""
+    boot = inventory(tree).boot
+    return {"network boot": NETWORK_BOOT,
+            "disk boot": (DISK_BOOT[0], disk_boot_enabled(boot.allowed_enabled))}
+
+
 def _refusals(tree: Path) -> list[str]:
     boot = inventory(tree).boot
     refused = []
-    for why, (target, enabled) in (("network boot", NETWORK_BOOT), ("disk boot", DISK_BOOT)):
+    for why, (target, enabled) in _sent(tree).items():
         if boot.allowed_targets and target not in boot.allowed_targets:
             refused.append(f"{why}: target {target}")
         if boot.allowed_enabled and enabled not in boot.allowed_enabled:
@@ -300,10 +307,11 @@ def _refusals(tree: Path) -> list[str]:
 
 def test_the_boot_overrides_racklift_sends_against_each_bmc():
     assert NETWORK_BOOT == ("Pxe", "Once") and DISK_BOOT == ("Hdd", "Continuous")
-    # Lenovo's XCC allows Once and Disabled only: racklift's disk boot (Hdd, Continuous)
-    # would be refused there. The DGX lists no allowable targets: unknown, not allowed.
-    assert {tree.name: _refusals(tree) for tree in ALL if _refusals(tree)} == {
-        LENOVO.name: ["disk boot: Continuous"]}
+    # Every BMC allows what racklift sends it. Lenovo's XCC allows Once and Disabled only: its
+    # disk boot is Once, the others' Continuous. The DGX lists no allowable targets: unknown.
+    assert {tree.name: _refusals(tree) for tree in ALL if _refusals(tree)} == {}
+    assert {tree.name: _sent(tree)["disk boot"] for tree in ALL
+            if _sent(tree)["disk boot"] != DISK_BOOT} == {LENOVO.name: ("Hdd", "Once")}
     assert inventory(DGX).boot.allowed_targets == ()
     # racklift sends no mode (the BMC's stays): Gigabyte's is Legacy, the others' UEFI or
     # unsaid.

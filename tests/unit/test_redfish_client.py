@@ -424,6 +424,24 @@ def test_a_boot_target_the_bmc_does_not_offer_is_refused_before_patching(standin
     assert all(method != "PATCH" for method, _, _ in standin.received)
 
 
+def test_an_override_the_bmc_does_not_allow_is_refused_and_the_disk_boot_falls_back(
+        standin, tls):
+    """Lenovo's XCC allows Once and Disabled only (tests/fixtures/real/redfish)."""
+    system = json.loads(json.dumps(IDRAC_SYSTEM))
+    system["Boot"]["BootSourceOverrideEnabled@Redfish.AllowableValues"] = ["Once", "Disabled"]
+    standin.resources["/redfish/v1/Systems/System.Embedded.1"] = system
+    client = _client(standin, tls[0], [])
+    with pytest.raises(BmcError, match="does not offer override Continuous") as caught:
+        client.set_boot_override("Hdd", "Continuous")
+    assert "use one it offers: Once, Disabled" in str(caught.value)
+    assert all(method != "PATCH" for method, _, _ in standin.received)
+    system["Boot"]["BootSourceOverrideTarget"] = "Hdd"  # what the BMC reads back after
+    client.boot_from_disk()
+    assert ("PATCH", "/redfish/v1/Systems/System.Embedded.1",
+            {"Boot": {"BootSourceOverrideTarget": "Hdd",
+                      "BootSourceOverrideEnabled": "Once"}}) in standin.received
+
+
 def test_bad_boot_override_values_are_refused_locally(standin, tls):
     with pytest.raises(BmcError, match="target 'Network'"):
         _client(standin, tls[0], []).set_boot_override("Network")

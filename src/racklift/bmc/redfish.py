@@ -24,6 +24,9 @@ Vendor quirks (why the client reads back and never assumes):
   `GracefulRestart` or `ForceOn`): the client only sends a type the BMC lists in
   `ResetType@Redfish.AllowableValues`, and says which ones it offers otherwise.
 - A real BMC clears a "Once" override after the next boot (Enabled reads back "Disabled").
+- Not every BMC allows a "Continuous" override (Lenovo's XCC allows Once and Disabled): the
+  client sends only values the BMC lists in `BootSourceOverride...@Redfish.AllowableValues`,
+  and the disk boot after a deploy falls back to Once (`disk_boot_enabled`).
 - Busy BMCs answer 503 with Retry-After (firmware jobs, an iDRAC or iLO restarting): honoured,
   bounded, then reported.
 """
@@ -78,6 +81,10 @@ BOOT_KEYS = ("Target", "Enabled", "Mode")  # BootSourceOverride<key>, in BootOve
 # The overrides racklift sends (target, enabled): the deploy's network boot, then the disk.
 NETWORK_BOOT = ("Pxe", "Once")
 DISK_BOOT = ("Hdd", "Continuous")
+# Where a BMC does not allow Continuous (Lenovo's XCC allows Once and Disabled only), the disk
+# boot is Once: the host's iPXE script is gone once its deploy ends, so a later network boot
+# falls through to the disk anyway.
+DISK_BOOT_FALLBACK = "Once"
 MAX_ANSWER = 4 * 1024 * 1024  # bytes of one GET's answer read (the largest captured: 38 KB)
 
 
@@ -223,6 +230,12 @@ def parse_boot(payload: Mapping[str, Any]) -> BootOverride:
                         *(tuple(boot.get(f"BootSourceOverride{key}@Redfish.AllowableValues")
                                 or ()) for key in BOOT_KEYS))
 
+
+def disk_boot_enabled(allowed: tuple[str, ...]) -> str:
+    """How the disk boot is set on a BMC that allows `allowed` (empty: it does not say)."""
+    preferred = DISK_BOOT[1]
+    return DISK_BOOT_FALLBACK if allowed and preferred not in allowed \
+        and DISK_BOOT_FALLBACK in allowed else preferred
 
 
 def error_detail(payload: Any) -> str:
@@ -434,10 +447,12 @@ class RedfishClient:
             if value not in allowed:
                 raise BmcError(f"{self.endpoint.host}: boot override {name} {value!r} is not "
                                f"one of {', '.join(map(str, allowed))}")
-        offered = self.boot_override().allowed_targets
-        if offered and target not in offered:
-            raise self._fail(operation, f"does not offer boot target {target}",
-                             f"use one it offers: {', '.join(offered)}")
+        before = self.boot_override()
+        for value, offered, what in ((target, before.allowed_targets, "boot target"),
+                                     (enabled, before.allowed_enabled, "override")):
+            if offered and value not in offered:
+                raise self._fail(operation, f"does not offer {what} {value}",
+                                 f"use one it offers: {', '.join(offered)}")
         body: dict[str, Any] = {"BootSourceOverrideTarget": target,
                                 "BootSourceOverrideEnabled": enabled}
         if mode:
@@ -470,7 +485,8 @@ class RedfishClient:
         return override
 
     def boot_from_disk(self) -> BootOverride:
-        return self.set_boot_override(*DISK_BOOT)
+        return self.set_boot_override(
+            DISK_BOOT[0], disk_boot_enabled(self.boot_override().allowed_enabled))
 
 
 def client_for(host: str, oob_ip: str | None, hostvars: Mapping[str, Any] | None = None,

@@ -154,6 +154,13 @@ def _since_power_on(lines, host, event):
     return _stamp(lines, host, event) - _power_on_at(lines, host)
 
 
+def _set_local_context(netbox, device, **racklift):
+    """The device's own config context with these racklift keys added to what it has."""
+    local = device["local_context_data"] or {}
+    netbox.update("dcim/devices", [{"id": device["id"], "local_context_data": {
+        **local, "racklift": {**local.get("racklift", {}), **racklift}}}])
+
+
 def _failed_in_netbox(netbox, name, error):
     device = _device(netbox, name)
     assert device["status"]["value"] == "failed"
@@ -309,7 +316,7 @@ INSTALL_SECONDS = 420
 
 def test_reimage_a_corrupted_image_and_the_debian_installer_in_one_run(netbox, rack, image,
                                                                        tokens, runs, tmp_path):
-    """One re-image run of three hosts, as a rack of mixed hosts would go (and one run of VM
+    """One re-image run of four hosts, as a rack of mixed hosts would go (and one run of VM
     boots instead of two):
 
     - vm 1 is re-imaged: a new boot id, the image's marker.
@@ -317,6 +324,9 @@ def test_reimage_a_corrupted_image_and_the_debian_installer_in_one_run(netbox, r
       checksum: its first 8 MiB, as a transfer cut short would leave it (short, so the test
       does not stream a second image: the ramdisk refuses any stream whose sha256 is not the
       image's, which is all this shows).
+    - vm 3 (its BMC answering again) has a BIOS attribute pinned (racklift.bios) that its BMC
+      reports otherwise: it fails before anything is served to it or powered on, naming the
+      attribute, found and wanted.
     - vm 2's NetBox record asks for Debian's own installer (os_image installer-debian-12): the
       stage serves Debian's netboot installer and the preseed rendered from NetBox's data,
       powers the VM on to the network, and the installer boots, fetches its preseed and asks
@@ -327,7 +337,9 @@ def test_reimage_a_corrupted_image_and_the_debian_installer_in_one_run(netbox, r
       ends the install at its timeout, failing the host alone and powering it off. A complete
       install (the installer's power-off, the disk booted, the nonce and marker read over SSH)
       is the unit tier's (test_image_stage.py), with Ansible and the BMC stood in for."""
-    imaged_vm, installer_vm, corrupt_vm = rack.vms[0], rack.vms[1], rack.vms[3]
+    imaged_vm, installer_vm, pinned_vm, corrupt_vm = rack.vms[:4]
+    (ip,) = netbox.get_all("ipam/ip-addresses", {"address": SILENT_BMC})  # the first run's
+    netbox.update("ipam/ip-addresses", [{"id": ip["id"], "address": f"{pinned_vm.bmc}/32"}])
     before, _, _ = _state(imaged_vm.address)
     corrupt = tmp_path / "image"
     corrupt.mkdir()
@@ -339,26 +351,34 @@ def test_reimage_a_corrupted_image_and_the_debian_installer_in_one_run(netbox, r
     options = imaging.ImagingOptions(
         timeouts=image_plan.Timeouts(dhcp=120, deploy=600, install=INSTALL_SECONDS, ssh=300),
         extravars=OPTIONS.extravars, images={corrupt_vm.name: bad})
-    device = _device(netbox, installer_vm.name)
-    netbox.update("dcim/devices", [{"id": device["id"], "local_context_data": {
-        "racklift": {"os_image": "installer-debian-12"}}}])
+    devices = {vm.name: _device(netbox, vm.name) for vm in (installer_vm, pinned_vm)}
+    _set_local_context(netbox, devices[installer_vm.name], os_image="installer-debian-12")
+    # sushy-tools' libvirt driver reports ProcTurboMode Enabled (its default BIOS attributes).
+    _set_local_context(netbox, devices[pinned_vm.name], bios={"ProcTurboMode": "Disabled"})
     try:
-        result, _ = _run(netbox, [imaged_vm.name, installer_vm.name, corrupt_vm.name],
+        result, _ = _run(netbox, [imaged_vm.name, installer_vm.name, pinned_vm.name,
+                                  corrupt_vm.name],
                          Options(REIMAGE, reason="imaging test", until="image"), options,
                          runs=runs)
     finally:
-        netbox.update("dcim/devices", [{"id": device["id"],
-                                        "local_context_data": device["local_context_data"]}])
+        netbox.update("dcim/devices", [{"id": d["id"], "local_context_data":
+                                        d["local_context_data"]} for d in devices.values()])
     errors = {h.name: h.error or "" for h in result.hosts}
     console = vrack.console_log(RACK, installer_vm.name).read_text(errors="replace")
     assert {h.name: h.result for h in result.hosts} == {
-        imaged_vm.name: STAGED, installer_vm.name: FAILED, corrupt_vm.name: FAILED}, \
-        (errors, console[-3000:])
+        imaged_vm.name: STAGED, installer_vm.name: FAILED, pinned_vm.name: FAILED,
+        corrupt_vm.name: FAILED}, (errors, console[-3000:])
 
     after, _, marker = _state(imaged_vm.address)
     assert after != before
     assert f'"build_id":"{image.build_id}"' in marker
     assert _device(netbox, imaged_vm.name)["status"]["value"] == "staged"
+
+    assert errors[pinned_vm.name].startswith(
+        "its firmware and BIOS are not as its device type pins them: BIOS attribute "
+        'ProcTurboMode: found "Enabled", wanted "Disabled"'), errors[pinned_vm.name]
+    _failed_in_netbox(netbox, pinned_vm.name, errors[pinned_vm.name])
+    assert vrack.domains(RACK)[pinned_vm.name] == "shut off"  # never powered on
 
     assert "the deploy ramdisk reported failure in phase verify: image sha256 mismatch: " \
            f"expected {image.sha256}" in errors[corrupt_vm.name]

@@ -6,10 +6,12 @@ overrides racklift sends (racklift.bmc.redfish) against what each BMC allows."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+import emulated
 from racklift.bmc.firmware import (
     ALIASES,
     NOT_REPORTED,
@@ -25,6 +27,7 @@ from racklift.bmc.firmware import (
 )
 from racklift.bmc.inventory import BmcInventory, read_inventory
 from racklift.bmc.redfish import DISK_BOOT, NETWORK_BOOT, disk_boot_enabled
+from racklift.netbox.reader import find_problems
 from redfish_trees import ALL, DELL, DGX, GIGABYTE, HPE, LENOVO, OPENBMC, SUPERMICRO, TREES, Tree
 
 _READ: dict[Path, BmcInventory] = {}
@@ -317,3 +320,16 @@ def test_the_boot_overrides_racklift_sends_against_each_bmc():
     # unsaid.
     assert {tree.name: inventory(tree).boot.mode for tree in ALL if
             inventory(tree).boot.mode != "UEFI"} == {GIGABYTE.name: "Legacy", DGX.name: None}
+
+
+def test_a_malformed_pin_is_a_problem_of_the_host_naming_the_field():
+    """The reader's problems refuse the host in the pipeline's preflight, whatever its stages."""
+    base = emulated.expected_host()
+    host = replace(base, config={**base.config, "firmware": {"BMC": ["6.00"]},
+                                 "bios": {"SysProfile": "PerfOptimized"}})
+    problems = find_problems(host, has_context=True, type_name="lab-gpu", iface_templates=[],
+                             gpu_templates=1)
+    (pin,) = [p for p in problems if "firmware" in p.field]
+    assert (pin.host, pin.field) == (base.name, "config_context.racklift.firmware.BMC")
+    assert "racklift bmc.inventory" in pin.message
+    assert not [p for p in problems if "bios" in p.field]

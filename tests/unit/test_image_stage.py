@@ -20,6 +20,7 @@ from racklift.netbox.expected import ExpectedHost
 from racklift.pipeline import image_plan
 from racklift.pipeline import image_stage as imaging
 from racklift.pipeline.progress import Progress
+from redfish_trees import DELL, Tree
 
 IMAGE = diskimage.DiskImage(diskimage.IMAGE_NAME, "0123456789abcdef", Path("/x"), "0" * 64, 1, 1,
                             0, True)
@@ -421,3 +422,90 @@ def test_a_rack_that_mixes_both_checks_its_deployed_hosts_before_waiting_on_inst
     assert calls.index(("image_check.yml", "gpu-02")) < calls.index(("power state", "gpu-01"))
     assert sorted(u.fields[imaging.IMAGE_FIELD].split()[0] for u in recorded) == [
         IMAGE.name, "installer-debian-12"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Firmware and BIOS, read before anything is served or powered on: the pins against a real
+# BMC's tree (a Dell R750's iDRAC 9), the BMC otherwise stood in for.
+
+DELL_PINS = {"firmware": {"BMC": "6.00.30.00", "BIOS": "1.8.2"},
+             "bios": {"SysProfile": "PerfOptimized", "ProcVirtualization": "Enabled"}}
+
+
+class _TreeBmc(_Bmc):
+    """A BMC whose GETs answer from a captured tree."""
+
+    def __init__(self, host: str, calls: list[tuple[str, ...]]) -> None:
+        super().__init__(host, calls)
+        calls.append(("asked", host))
+        self.get = Tree(DELL)
+
+
+def test_firmware_or_bios_off_their_pins_fail_the_host_before_it_is_served(monkeypatch,
+                                                                          tmp_path) -> None:
+    calls: list[tuple[str, ...]] = []
+    monkeypatch.setattr(imaging, "client_for", lambda host, oob_ip, hostvars: _TreeBmc(host,
+                                                                                      calls))
+    wrong = {"firmware": {"BMC": "7.10.30.00", "BIOS": "1.8.2"},
+             "bios": {"SysProfile": "Custom", "ProcVirtualization": "Enabled"}}
+    pinned, off, unpinned = (replace(t, host=replace(t.host, config={**t.host.config, **pins}))
+                             for t, pins in zip(_targets(), (DELL_PINS, wrong, {}), strict=True))
+    lines: list[str] = []
+    run = imaging._Run(SimpleNamespace(settings=None), tmp_path, Progress(lines.append),
+                       imaging.ImagingOptions(image=IMAGE), tmp_path)
+    run.errors = {t.host.name: None for t in (pinned, off, unpinned)}
+    imaging._firmware(run, [pinned, off, unpinned])
+    assert run.errors == {pinned.host.name: None, unpinned.host.name: None, off.host.name: (
+        "its firmware and BIOS are not as its device type pins them: firmware BMC "
+        "(Installed-25227-6.00.30.00__iDRAC.Embedded.1-1): found 6.00.30.00, wanted 7.10.30.00; "
+        'BIOS attribute SysProfile: found "PerfOptimized", wanted "Custom": update them, or '
+        "change the pins (racklift.firmware, racklift.bios) in NetBox")}
+    assert sorted(calls) == [("asked", pinned.host.name), ("asked", off.host.name)]
+    assert any(line.endswith(f"{pinned.host.name}: firmware and BIOS as pinned (2 components, "
+                             "2 BIOS attributes)") for line in lines), lines
+
+
+def test_a_bmc_whose_inventory_cannot_be_read_fails_the_pinned_host_saying_why(
+        monkeypatch, tmp_path) -> None:
+    """A pin the BMC's inventory cannot show is not met: "not reported", and why."""
+    def refusing(path: str) -> Any:
+        raise OSError("connection reset")
+
+    bmc = _Bmc("gpu-01", [])
+    bmc.get = refusing  # type: ignore[attr-defined]
+    monkeypatch.setattr(imaging, "client_for", lambda host, oob_ip, hostvars: bmc)
+    (pinned,) = [replace(t, host=replace(t.host, config={**t.host.config, **DELL_PINS}))
+                 for t in _targets()[:1]]
+    run = imaging._Run(SimpleNamespace(settings=None), tmp_path, Progress(print),
+                       imaging.ImagingOptions(image=IMAGE), tmp_path)
+    run.errors = {"gpu-01": None}
+    imaging._firmware(run, [pinned])
+    why = run.errors["gpu-01"] or ""
+    assert why.startswith("its firmware and BIOS are not as its device type pins them: "
+                          "firmware BMC: found not reported, wanted 6.00.30.00;")
+    assert "(reading the BMC's inventory: " in why and "connection reset" in why
+
+
+def test_the_stage_reads_the_pins_before_it_serves_or_powers_on_a_host(monkeypatch,
+                                                                      tmp_path) -> None:
+    calls: list[tuple[str, ...]] = []
+    ansible = _Ansible("image_wait.yml", calls)
+    targets = _targets()
+    targets[1] = replace(targets[1], host=replace(targets[1].host, config={
+        **targets[1].host.config, "bios": {"SysProfile": "Custom"}}))
+    served: list[str] = []
+    real_entry = imaging._entry
+    monkeypatch.setattr(imaging, "_entry", lambda run, t, server: (served.append(t.name),
+                                                                   real_entry(run, t, server))[1])
+    monkeypatch.setattr(imaging, "run_playbook", ansible)
+    monkeypatch.setattr(imaging, "client_for", lambda host, oob_ip, hostvars: _TreeBmc(host,
+                                                                                      calls))
+    monkeypatch.setattr(imaging.ramdisk, "build", lambda image: ramdisk.Ramdisk(
+        "0123456789abcdef", tmp_path, "6.1", image.build_id, 1, 0.0, True))
+    monkeypatch.setattr(imaging, "_resolve", lambda run, hosts, image: (targets, SERVERS))
+    monkeypatch.setattr(imaging, "_hostvars", lambda run, live, ident: (live, {}))
+    with pytest.raises(RuntimeError, match="the controller lost its boot server"):
+        imaging.image_hosts(SimpleNamespace(settings=None), [t.host for t in targets], tmp_path,
+                            Progress(print), imaging.ImagingOptions(image=IMAGE))
+    assert served == ["gpu-01", "gpu-03"]
+    assert ("network boot", "gpu-02") not in calls and ("network boot", "gpu-01") in calls

@@ -22,9 +22,10 @@ from racklift.imaging.diskimage import IMAGE_NAME
 
 CONTEXT_KEY = "racklift"  # where the desired state lives in a device's rendered config context
 FIELD_PREFIX = f"config_context.{CONTEXT_KEY}"
-# What the device type (`hardware`) or the device itself (`os_disk`) records: not desired
-# software, so no context for the host's role, site or platform is one of these alone.
-RECORD_KEYS = frozenset({"hardware", "os_disk"})
+# What the device type (`hardware`, its firmware and BIOS pins: racklift.bmc.firmware) or the
+# device itself (`os_disk`) records: not desired software, so no context for the host's role,
+# site or platform is one of these alone.
+RECORD_KEYS = frozenset({"hardware", "firmware", "bios", "os_disk"})
 
 
 @dataclass(frozen=True)

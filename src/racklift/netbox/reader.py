@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from racklift import names
+from racklift.bmc import firmware
 from racklift.errors import NetBoxError
 from racklift.natural import natural_key
 from racklift.netbox import desired
@@ -600,6 +601,7 @@ def find_problems(host: ExpectedHost | InventoryHost, *, has_context: bool, type
             "racklift.os_disk alone is not one): scope one to its site, role or platform")
     if host.desired is None:  # rare: parsed again for what is wrong
         problems.extend(Problem(n, i.field, i.message) for i in desired.read(host.config)[1])
+    problems.extend(Problem(n, i.field, i.message) for i in firmware.read(host.config)[1])
     if not any(t.get("mgmt_only") for t in iface_templates):
         add("device_type.interface_templates", f"device type {type_name} has no mgmt-only "
             "(BMC) interface template: add one")

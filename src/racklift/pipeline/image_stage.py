@@ -60,6 +60,8 @@ from pathlib import Path
 from typing import Any
 
 from racklift.ansible import HostEvent, PlaybookResult, run_playbook
+from racklift.bmc import firmware
+from racklift.bmc.inventory import BmcInventory, read_inventory
 from racklift.bmc.redfish import BmcError, client_for
 from racklift.errors import RackliftError
 from racklift.imaging import deploy_data, diskimage, installer, ramdisk
@@ -315,6 +317,37 @@ def _parallel(targets: list[Target], work: Callable[[Target], None]) -> None:
             list(pool.map(work, targets))
 
 
+def firmware_failure(findings: list[firmware.Finding], problems: tuple[str, ...]) -> str:
+    """Why a host's firmware or BIOS fails its pins: each finding, and what kept the BMC's
+    inventory from being read, if anything did (a pin it then cannot show is 'not reported')."""
+    why = ("its firmware and BIOS are not as its device type pins them: "
+           + "; ".join(map(str, findings)))
+    if problems:
+        why += f" (reading the BMC's inventory: {'; '.join(problems[:3])})"
+    return why + ": update them, or change the pins (racklift.firmware, racklift.bios) in NetBox"
+
+
+def _firmware(run: _Run, targets: list[Target]) -> None:
+    """Before anything is served or powered on: each host's firmware and BIOS against its
+    device type's pins, read over Redfish, so wrong firmware fails in seconds, not after an
+    image and a configure. A host without pins is not asked."""
+    def one(t: Target) -> None:
+        pins = firmware.read(t.host.config)[0]  # the reader refused hosts whose pins are wrong
+        if not pins.firmware and not pins.bios:
+            return
+        read: list[BmcInventory] = []
+        _bmc(run, t, "reading its firmware and BIOS",
+             lambda bmc: read.append(read_inventory(bmc.get)))
+        if not read:
+            return  # failed, saying why
+        if findings := firmware.compare(pins, read[0]):
+            run.fail(t.name, firmware_failure(findings, read[0].problems))
+        else:
+            run.note(t.name, f"firmware and BIOS as pinned ({len(pins.firmware)} components, "
+                             f"{len(pins.bios)} BIOS attributes)")
+    _parallel(targets, one)
+
+
 def _power_on(run: _Run, targets: list[Target]) -> None:
     def one(t: Target) -> None:
         _bmc(run, t, "network boot", lambda bmc: bmc.network_boot_once())
@@ -434,6 +467,7 @@ def image_hosts(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, progre
         run.errors = {h.name: None for h in hosts}
         targets, servers = _resolve(run, hosts, image)
         targets, boot_ids = _hostvars(run, run.live(targets), ident)
+        _firmware(run, run.live(targets))
         try:
             tokens = _prepare_boot_servers(run, targets, servers, disk, ident)
             _deploy(run, run.live(targets), tokens, boot_ids, ident)

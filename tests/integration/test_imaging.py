@@ -11,7 +11,8 @@ InfiniBand port template and their tag a `racklift` config context with the OS i
 NetBox records are complete for the pipeline's preflight. Failure cases, each a per-host error
 and `failed` in NetBox: a wrong BMC password (a host var from an extra inventory source), a BMC
 that does not answer (the OOB IP moved to an address where nothing listens), a NIC whose MAC is
-not NetBox's (short DHCP timeout), a corrupted image (ImagingOptions.images: for one host a
+not NetBox's (short DHCP timeout), a BIOS attribute pinned that the BMC reports otherwise
+(before anything is served), a corrupted image (ImagingOptions.images: for one host a
 truncated copy of the image, under another build id, with the real image's checksum). One VM
 boots Debian's own installer instead (its os_image installer-debian-12), in the re-image's run."""
 

@@ -35,8 +35,8 @@ from racklift.netbox.reader import (
     read_types,
     record_fields,
     ref_id,
-    with_problems,
 )
+from racklift.netbox.record_problems import with_problems
 
 # Interfaces with a primary MAC, through GraphQL for a whole site; the IP addresses are
 # read as read_hosts reads them (interface ids only), and the few interfaces holding one

@@ -8,7 +8,7 @@ as many ids per request as fit a URL; a selection holding most of NetBox's devic
 site) reads every device (through GraphQL) and every component and keeps its own, which costs
 NetBox far less (see `reads_everything`). NetBox's own filters select the device ids first;
 then the lists are read at the same time. `build_hosts` turns the raw JSON into the model and
-is a pure function.
+is a pure function; what each host's record lacks is racklift.netbox.record_problems'.
 """
 
 from __future__ import annotations
@@ -16,11 +16,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from racklift import names
-from racklift.bmc import firmware
 from racklift.errors import NetBoxError
 from racklift.natural import natural_key
 from racklift.netbox import desired
@@ -32,11 +30,11 @@ from racklift.netbox.expected import (
     ExpectedGPU,
     ExpectedHost,
     ExpectedInterface,
-    InventoryHost,
     LinkPeer,
     Problem,
 )
 from racklift.netbox.identity import name_problems
+from racklift.netbox.record_problems import choice_value, with_problems
 
 Json = dict[str, Any]
 
@@ -405,10 +403,6 @@ def _address(ref: Mapping[str, Any] | None) -> str | None:
     return ref.get("address") if ref else None
 
 
-def _value(choice: Any) -> str:
-    return choice.get("value") if isinstance(choice, Mapping) else str(choice)
-
-
 def group_by_ref(rows: Iterable[Json], key: str) -> dict[int, list[Json]]:
     grouped: dict[int, list[Json]] = defaultdict(list)
     for row in rows:
@@ -479,7 +473,7 @@ def record_fields(device: Json) -> dict[str, Any]:
     context = (device.get("config_context") or {}).get(CONTEXT_KEY) or {}
     return {
         "name": device.get("name") or f"device-{device['id']}", "netbox_id": device["id"],
-        "status": _value(device.get("status")), "site": _slug(device.get("site")) or "",
+        "status": choice_value(device.get("status")), "site": _slug(device.get("site")) or "",
         "rack": _name(device.get("rack")), "role": _slug(device.get("role")),
         "platform": _slug(device.get("platform")), "serial": device.get("serial") or None,
         "primary_ip": _address(device.get("primary_ip4")) or _address(device.get("primary_ip6")),
@@ -515,17 +509,6 @@ def expected_gpus(item_templates: Iterable[Json], items: Iterable[Json],
         for m in sorted(modules, key=lambda m: natural_key(_name(m.get("module_bay")) or "")))
 
 
-def with_problems[H: (ExpectedHost, InventoryHost)](host: H, device_type: Json,
-                                                    iface_templates: list[Json],
-                                                    gpu_slots: int,
-                                                    identity: Iterable[Problem] = ()) -> H:
-    problems = find_problems(host, has_context=desired.has_software(host.config),
-                             type_name=device_type_name(device_type),
-                             iface_templates=iface_templates, gpu_templates=gpu_slots)
-    # The same context: its parse carries over.
-    return replace(host, problems=(*identity, *problems), parsed=host.desired)
-
-
 def _build_host(device: Json, device_type: Json, iface_templates: list[Json],
                 item_templates: list[Json], interfaces: list[Json],
                 ips_by_interface: Mapping[int, list[str]], items: list[Json],
@@ -534,7 +517,7 @@ def _build_host(device: Json, device_type: Json, iface_templates: list[Json],
     record = record_fields(device)
     expected_ifaces = tuple(sorted(
         (ExpectedInterface(
-            name=i["name"], type=_value(i["type"]), mgmt_only=bool(i.get("mgmt_only")),
+            name=i["name"], type=choice_value(i["type"]), mgmt_only=bool(i.get("mgmt_only")),
             enabled=bool(i.get("enabled", True)),
             mac=(i["primary_mac_address"]["mac_address"].upper()
                  if i.get("primary_mac_address") else None),
@@ -559,57 +542,3 @@ def _holder(interfaces: Iterable[ExpectedInterface], address: str | None) -> str
     if not address:
         return None
     return next((i.name for i in interfaces if address in i.ips), None)
-
-
-def device_type_name(device_type: Json) -> str:
-    return str(device_type.get("slug") or device_type.get("model") or "")
-
-
-def find_problems(host: ExpectedHost | InventoryHost, *, has_context: bool, type_name: str,
-                  iface_templates: list[Json], gpu_templates: int) -> list[Problem]:
-    """Everything racklift needs that this host's record lacks; every one, not the first."""
-    n = host.name
-    problems: list[Problem] = []
-
-    def add(field: str, message: str) -> None:
-        problems.append(Problem(n, field, message))
-
-    if not names.is_hostname(n):
-        add("name", f"{n!r} is {names.HOSTNAME_HINT}")
-    if not host.serial:
-        add("serial", "no serial number: set the chassis serial on the device in NetBox")
-    if not host.primary_ip:
-        add("primary_ip4", "no primary IP: assign an IP to the provisioning interface "
-            f"({host.provisioning_interface}) and mark it primary")
-    elif not host.primary_ip_interface:
-        add("primary_ip4", f"primary IP {host.primary_ip} is not assigned to an interface of "
-            "this device: assign it to the provisioning interface")
-    if not host.oob_ip:
-        add("oob_ip", "no OOB (BMC) IP: assign the BMC's IP to the mgmt-only interface and "
-            "set it as the device's OOB IP")
-    if host.has_interface(host.provisioning_interface) is False:
-        add(f"interfaces.{host.provisioning_interface}",
-            "the provisioning interface does not exist on the device: create it, or set "
-            f"{CONTEXT_KEY}.provisioning_interface in the config context")
-    elif not host.provisioning_mac:
-        add(f"interfaces.{host.provisioning_interface}.primary_mac_address",
-            "no MAC address on the provisioning interface: add a MAC address object and make "
-            "it the interface's primary MAC")
-    if not has_context:
-        add(f"config_context.{CONTEXT_KEY}", "no racklift desired-software config context "
-            "applies to this device (a device type's racklift.hardware or the device's own "
-            "racklift.os_disk alone is not one): scope one to its site, role or platform")
-    if host.desired is None:  # rare: parsed again for what is wrong
-        problems.extend(Problem(n, i.field, i.message) for i in desired.read(host.config)[1])
-    problems.extend(Problem(n, i.field, i.message) for i in firmware.read(host.config)[1])
-    if not any(t.get("mgmt_only") for t in iface_templates):
-        add("device_type.interface_templates", f"device type {type_name} has no mgmt-only "
-            "(BMC) interface template: add one")
-    if not any(_value(t.get("type")).startswith("infiniband-") for t in iface_templates):
-        add("device_type.interface_templates", f"device type {type_name} has no InfiniBand "
-            "interface templates: add one per HCA port")
-    if gpu_templates == 0:
-        add("device_type.inventory_item_templates", f"device type {type_name} has no "
-            f"inventory item templates with role '{GPU_ROLE}', and the device no GPU modules "
-            "(module type profile GPU): add one template per GPU, or install the GPU modules")
-    return problems

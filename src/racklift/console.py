@@ -19,12 +19,18 @@ from racklift.text import printable
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 
+def terminal(text: object) -> str:
+    """`text` as the operator's terminal may show it: characters but newline and tab that are
+    not printable written out (\\x1b): a host's or a record's text could otherwise move the
+    cursor, retitle the terminal or write the operator's clipboard (OSC 52) through an escape
+    sequence. For what is not rich (an error a command stops with); rich output takes plain."""
+    return printable(str(text), keep="\n\t")
+
+
 def plain(text: object, style: str = "") -> Text:
-    """`text` as the operator's terminal shows it: never markup (a "[/]" from a host would end
-    the table with an error), characters but newline and tab that are not printable written
-    out (\\x1b): a host's or a record's text could otherwise move the cursor, retitle the
-    terminal or write the operator's clipboard (OSC 52) through an escape sequence."""
-    return Text(printable(str(text), keep="\n\t"), style=style)
+    """`text` as rich shows it: never markup (a "[/]" from a host would end the table with an
+    error), made `terminal` text."""
+    return Text(terminal(text), style=style)
 
 
 def print_json(data: Any) -> None:

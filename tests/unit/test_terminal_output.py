@@ -3,18 +3,26 @@ screen) and rich markup. The operator's terminal shows it written out, and the t
 
 import io
 from dataclasses import replace
+from importlib import import_module
 
 import pytest
+from invoke import Context
+from invoke.exceptions import Exit
 from rich.console import Console
 
 import emulated
 from racklift.console import expected_table, plain
+from racklift.errors import RackliftError
 from racklift.facts.host import from_bundle
 from racklift.pipeline.lock import Ticket, ticket
 from racklift.pipeline.progress import Progress
+from racklift.tasks.common import operator_errors
 from racklift.tasks.pipeline import locked_line, unlocked_line
 from racklift.verify import verdict_report
 from racklift.verify.verdict import judge
+
+# The module (racklift.tasks names its `verify` task as the package's attribute).
+verify_tasks = import_module("racklift.tasks.verify")
 
 PLANTED = "SN[/]\x1b]52;c;ZXZpbA==\x07\x1b[2J[link=https://evil.example]x[/link]\x9b1m"
 
@@ -86,3 +94,29 @@ def test_a_locks_holder_fields_are_printed_as_text(line):
     assert "\x1b]52" not in out and "\x1b]8;" not in out  # no clipboard write, no link
     assert "\x1b[1;31m" not in out and "\x1b[1m" not in out  # [bold red] not applied
     assert "[link=https://evil]x[/link][bold red]\\x1b]52;c;ZXZpbA==\\x07" in out
+
+
+# Planted: a captured output (a support bundle's, a host's) whose first line is an OSC 52
+# clipboard write; `racklift parse` quotes it in the error it stops with. A record's text in a
+# NetBox error (the object it names) ends a command the same way.
+@pytest.mark.parametrize("stop", [
+    lambda tmp_path: verify_tasks.parse(Context(), "dmidecode", str(written(tmp_path))),
+    lambda _: stopped_by(RackliftError(f"NetBox rejected name={HOLDER_PLANTED}")),
+], ids=["parse", "operator-error"])
+def test_what_a_command_stops_with_is_printed_as_text(stop, tmp_path):
+    with pytest.raises(Exit) as caught:
+        stop(tmp_path)
+    message = str(caught.value.message)
+    assert "\x1b" not in message and "\x07" not in message
+    assert "\\x1b]52;c;ZXZpbA==\\x07" in message
+
+
+def written(tmp_path):
+    capture = tmp_path / "dmidecode.txt"
+    capture.write_text(f"{HOLDER_PLANTED}\nnot dmidecode\n")
+    return capture
+
+
+def stopped_by(error: Exception) -> None:
+    with operator_errors():
+        raise error

@@ -13,7 +13,7 @@ from typing import Any
 from invoke.exceptions import Exit
 
 from racklift import metrics
-from racklift.console import console, plain
+from racklift.console import console, plain, terminal
 from racklift.errors import RackliftError
 from racklift.netbox.client import NetBox, NetBoxSettings
 from racklift.netbox.reader import Selection
@@ -67,7 +67,7 @@ def operator_errors() -> Iterator[None]:
     try:
         yield
     except RackliftError as exc:
-        raise Exit(f"error: {exc}", code=1) from None
+        raise Exit(terminal(f"error: {exc}"), code=1) from None
 
 
 METRICS_HELP = ("also write the run as Prometheus metrics to PATH, for node_exporter's "

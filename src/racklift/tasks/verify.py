@@ -12,7 +12,7 @@ from typing import Any
 from invoke import task
 from invoke.exceptions import Exit
 
-from racklift.console import console, plain, print_json
+from racklift.console import console, plain, print_json, terminal
 from racklift.errors import RackliftError
 from racklift.facts import bundle as bundles
 from racklift.facts import parsers
@@ -125,7 +125,7 @@ def parse(c, kind, file):
     try:
         facts = PARSERS[kind](text)
     except parsers.ParseError as exc:
-        raise Exit(f"error: {file}: {exc}", code=1) from None
+        raise Exit(terminal(f"error: {file}: {exc}"), code=1) from None
     with suppress(BrokenPipeError):  # `| head` closed the pipe: what it wanted it has
         print_json(_plain(facts))
 
@@ -164,7 +164,7 @@ def facts_(c, from_, compare=False, expected=None):
     # file, or NetBox); checked first, as what was judged is then only part of the bundle.
     unjudged = [e["error"] for e in out if "facts" in e and "error" in e]
     if unjudged:
-        raise Exit("\n".join(f"error: {e}" for e in unjudged), code=2)
+        raise Exit(terminal("\n".join(f"error: {e}" for e in unjudged)), code=2)
     if any("error" in e or e.get("verdict", {}).get("failed") for e in out):
         raise Exit(code=1)
 
@@ -184,7 +184,7 @@ def _expected_file(path: str) -> Expected:
     except OSError as exc:
         raise Exit(f"error: cannot read {path}: {exc.strerror}", code=2) from None
     except expected_json.NotAnExport as exc:
-        raise Exit(f"error: {path}: {exc}", code=2) from None
+        raise Exit(terminal(f"error: {path}: {exc}"), code=2) from None
 
     def get(name: str) -> ExpectedHost | str:
         host = found.get(name)

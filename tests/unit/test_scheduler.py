@@ -8,11 +8,14 @@ cluster (racklift.lab.slurm), after `scontrol update` calls and a running `sbatc
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
+from racklift.bmc.redfish import ENV_PASSWORD
 from racklift.errors import RackliftError
 from racklift.pipeline.scheduler import (
     SCHEDULER_VAR,
@@ -249,22 +252,29 @@ def test_marked_keeps_racklift_reasons_and_prefixes_others():
     assert marked("GPU swap") == "racklift: GPU swap"
 
 
-def test_resume_leaves_nodes_out_of_service_for_someone_elses_reason(tmp_path: Path):
-    """A stand-in scontrol shows the captured nodes and records updates: only gpu-001, which
-    racklift drained, is resumed; gpu-002 (an operator's drain for a GPU fault) and gpu-003
-    (set DOWN by hand for a cable) are not even asked about."""
+def stand_in_scontrol(tmp_path: Path) -> Path:
+    """An scontrol that shows the captured nodes, logs updates and keeps its environment."""
     (tmp_path / "nodes.txt").write_text(CAPTURE_RESPONDING)
     scontrol = tmp_path / "scontrol"
     scontrol.write_text(
         f"#!{sys.executable}\n"
-        "import pathlib, sys\n"
+        "import json, os, pathlib, sys\n"
         "here = pathlib.Path(__file__).parent\n"
+        "(here / 'env.json').write_text(json.dumps(dict(os.environ)))\n"
         "if sys.argv[1:] == ['show', 'node']:\n"
         "    sys.stdout.write((here / 'nodes.txt').read_text())\n"
         "else:\n"
         "    with open(here / 'updates.log', 'a') as log:\n"
         "        log.write(' '.join(sys.argv[1:]) + '\\n')\n")
     scontrol.chmod(0o755)
+    return scontrol
+
+
+def test_resume_leaves_nodes_out_of_service_for_someone_elses_reason(tmp_path: Path):
+    """A stand-in scontrol shows the captured nodes and records updates: only gpu-001, which
+    racklift drained, is resumed; gpu-002 (an operator's drain for a GPU fault) and gpu-003
+    (set DOWN by hand for a cable) are not even asked about."""
+    scontrol = stand_in_scontrol(tmp_path)
     result = Slurm(scontrol=str(scontrol)).resume(["gpu-001", "gpu-002", "gpu-003"],
                                                    "racklift reimage run r1: passed")
     assert (tmp_path / "updates.log").read_text() == "update nodename=gpu-001 state=resume\n"
@@ -273,6 +283,24 @@ def test_resume_leaves_nodes_out_of_service_for_someone_elses_reason(tmp_path: P
         "which racklift did not set: left as it is")
     assert result.errors["gpu-003"].startswith(
         "gpu-003: Slurm shows DOWN with reason 'cable', which racklift did not set")
+
+
+@pytest.mark.parametrize("conf", [False, True], ids=["own-conf", "slurm-conf"])
+def test_scontrol_gets_racklifts_environment_without_its_secrets(tmp_path: Path, monkeypatch,
+                                                                conf):
+    # Planted: racklift runs with the NetBox token and a BMC password in its environment; the
+    # stand-in scontrol (a wrapper could as well ssh to the head node) keeps what it got.
+    secrets = {"NETBOX_TOKEN": "nb-s3cret", ENV_PASSWORD: "bmc-s3cret"}
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    slurm_conf = tmp_path / "slurm.conf"
+    slurm_conf.write_text("ClusterName=x\n")
+    hook = Slurm(scontrol=str(stand_in_scontrol(tmp_path)), conf=slurm_conf if conf else None)
+    assert hook.state(["gpu-001"]) == {"gpu-001": "ALLOCATED+DRAIN"}
+    env = json.loads((tmp_path / "env.json").read_text())
+    assert not set(secrets) & set(env) and "s3cret" not in json.dumps(env)
+    assert env["PATH"] == os.environ["PATH"]  # what scontrol needs still reaches it
+    assert env.get("SLURM_CONF") == (str(slurm_conf) if conf else os.environ.get("SLURM_CONF"))
 
 
 def test_bad_node_names_would_expand_or_split():

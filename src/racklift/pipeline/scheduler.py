@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from racklift.ansible import without_secrets
 from racklift.errors import RackliftError
 
 SCHEDULER_VAR = "RACKLIFT_SCHEDULER"
@@ -281,7 +282,10 @@ class Slurm:
 
     def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
         command = [self.scontrol, *args]
-        env = {**os.environ, "SLURM_CONF": str(self.conf)} if self.conf else None
+        # The NetBox token and a BMC password are racklift's, not scontrol's (nor a wrapper's
+        # that reaches the head node): what Ansible gets.
+        env = without_secrets({**os.environ, **({"SLURM_CONF": str(self.conf)} if self.conf
+                                                else {})})
         try:
             return subprocess.run(command, capture_output=True, text=True, env=env,
                                   timeout=self.timeout, stdin=subprocess.DEVNULL)

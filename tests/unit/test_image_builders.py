@@ -31,18 +31,18 @@ def _role_yaml(role: str, name: str = "defaults/main.yml") -> dict:
 
 def test_the_image_holds_what_the_node_roles_install_from_debian() -> None:
     """The golden part of the image is, per node role, exactly the Debian packages that role
-    installs with its defaults on Debian 12 (chrony is the base_os task's own), so a role that
-    gains a package cannot leave every host downloading it again unnoticed."""
+    installs with its defaults on Debian 12 (chrony and python3-apt are base_os's own), so a
+    role that gains a package cannot leave every host downloading it again unnoticed."""
     base, ofed = _role_yaml("base_os"), _role_yaml("ofed")
     runtime = _role_yaml("container_runtime")
     engine = _role_yaml("container_runtime", "vars/Debian-12.yml")[
         "__container_runtime_engine_packages"][runtime["container_runtime_engine"]]
     assert ofed["ofed_source"] == "inbox" and base["base_os_lldp"] is True
     installed = {
-        "base_os": {"chrony", "lldpd", *base["base_os_packages"]},
+        "base_os": {"chrony", "python3-apt", "lldpd", *base["base_os_packages"]},
         "ofed": {*ofed["ofed_inbox_packages"], *ofed["ofed_firmware_tools"]},
         "container_runtime": {*runtime["container_runtime_apparmor_packages"], *engine}}
-    assert "chrony" in (REPO_ROOT / "roles/base_os/tasks/Debian.yml").read_text()
+    assert "['chrony', 'python3-apt']" in (REPO_ROOT / "roles/base_os/vars/main.yml").read_text()
     golden = {role: set(packages) for role, packages in diskimage.NODE_ROLE_PACKAGES.items()}
     assert golden == {role: names - set(diskimage.BASE_PACKAGES)
                       for role, names in installed.items()}

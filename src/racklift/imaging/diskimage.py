@@ -30,7 +30,9 @@ from racklift.paths import cache_dir, cache_lock
 IMAGE_NAME = "debian12"
 IMAGE_REPO = "localhost/racklift-os-image"
 BASE_PACKAGES = ("linux-image-amd64", "systemd", "systemd-sysv", "udev", "dbus",
-                 "openssh-server", "python3", "sudo", "ca-certificates", "iproute2", "kmod",
+                 # python3-apt: what Ansible's apt modules and package_facts need on a host
+                 "openssh-server", "python3", "python3-apt", "sudo", "ca-certificates",
+                 "iproute2", "kmod",
                  "initramfs-tools",
                  # growpart (and sgdisk for GPT's backup header): the root grows to the disk
                  "cloud-guest-utils", "gdisk",

@@ -41,7 +41,8 @@ class Lane:
 # so a container module may run in either. Measured as CI runs it on a two-core AMD EPYC
 # (2026-12-04): vm lane 3,499 s, the other 4,328 s, before the VM lane lost the deploy test's own
 # VM (the whole run deploys through the same ramdisk) and took container_runtime's scenario and
-# those two modules (about 560 s of the other lane's time).
+# those two modules (about 560 s of the other lane's time); after, vm 3,226 s and the other
+# 3,434 s (039f1a6, `.ci/run` 3,537 s).
 LANES = (
     Lane("vm", "vm or vm_lane", {"RACKLIFT_TEST_NETBOX": "testvm",
                                  "RACKLIFT_TEST_NETBOX_PORT": "18002",

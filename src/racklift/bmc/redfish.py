@@ -440,6 +440,12 @@ class RedfishClient:
                           mode: str | None = None) -> BootOverride:
         """Set the boot source override, then read it back. The target must read back as
         asked; `enabled` may read back otherwise (see the module's vendor quirks)."""
+        return self._set_boot_override(target, enabled, mode)
+
+    def _set_boot_override(self, target: str, enabled: str, mode: str | None = None,
+                           before: BootOverride | None = None) -> BootOverride:
+        """set_boot_override, with the override as just read (`before`) where the caller has
+        it (one GET of the system less)."""
         operation = f"setting boot override {target}/{enabled}" + (f"/{mode}" if mode else "")
         for value, allowed, name in ((target, BOOT_TARGETS, "target"),
                                      (enabled, BOOT_ENABLED, "enabled"),
@@ -447,7 +453,7 @@ class RedfishClient:
             if value not in allowed:
                 raise BmcError(f"{self.endpoint.host}: boot override {name} {value!r} is not "
                                f"one of {', '.join(map(str, allowed))}")
-        before = self.boot_override()
+        before = before or self.boot_override()
         for value, offered, what in ((target, before.allowed_targets, "boot target"),
                                      (enabled, before.allowed_enabled, "override")):
             if offered and value not in offered:
@@ -485,8 +491,9 @@ class RedfishClient:
         return override
 
     def boot_from_disk(self) -> BootOverride:
-        return self.set_boot_override(
-            DISK_BOOT[0], disk_boot_enabled(self.boot_override().allowed_enabled))
+        before = self.boot_override()
+        return self._set_boot_override(DISK_BOOT[0], disk_boot_enabled(before.allowed_enabled),
+                                       before=before)
 
 
 def client_for(host: str, oob_ip: str | None, hostvars: Mapping[str, Any] | None = None,

@@ -17,9 +17,9 @@ from racklift.bmc.inventory import BmcInventory, read_inventory
 from racklift.bmc.redfish import (
     ENV_PASSWORD,
     ENV_USERNAME,
-    BmcCredentials,
     BmcError,
     RedfishClient,
+    credentials_for,
     endpoint_from_url,
 )
 from racklift.console import console, plain, print_json
@@ -87,11 +87,7 @@ def read_bmc(url: str, ca: str | None = None,
              environ: Mapping[str, str] = os.environ) -> BmcInventory:
     """The inventory of the BMC at `url`, with the credentials in the environment."""
     endpoint = endpoint_from_url(url, ca)
-    username, password = environ.get(ENV_USERNAME), environ.get(ENV_PASSWORD)
-    if not (username and password):
-        raise BmcError(f"no BMC credentials: export {ENV_USERNAME} and {ENV_PASSWORD} (never "
-                       "on the command line)")
-    with RedfishClient(endpoint, BmcCredentials(username, password)) as client:
+    with RedfishClient(endpoint, credentials_for(endpoint.host, None, environ)) as client:
         found = read_inventory(client.get)
     if found.system is None and not found.firmware:
         raise BmcError(f"nothing read from the BMC at {endpoint.url}: "

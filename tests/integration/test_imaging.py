@@ -168,6 +168,24 @@ def _failed_in_netbox(netbox, name, error):
     assert any(error[:80] in entry for entry in _journal(netbox, device["id"]))
 
 
+def _apt_runs(run_dir: Path, host: str) -> tuple[set[str], list[str]]:
+    """Where configure ran Ansible's apt module on `host` (from the run's events): the packages
+    of apt_vendor's "Install P, Q" tasks, and any other apt task by name."""
+    asked: set[str] = set()
+    other = []
+    for path in run_dir.glob("ansible/artifacts/configure-*/job_events/*.json"):
+        event = json.loads(path.read_text())
+        data = event.get("event_data", {})
+        if event.get("event") in ("runner_on_ok", "runner_on_failed") and \
+                data.get("host") == host and data.get("task_action", "").endswith("apt"):
+            task = data.get("task", "?")
+            if task.startswith("Install "):
+                asked |= set(task.removeprefix("Install ").split(", "))
+            else:
+                other.append(task)
+    return asked, sorted(other)
+
+
 def test_new_vm_from_power_off_to_the_pool_while_bmc_and_mac_failures_stay_per_host(
         netbox, rack, image, tokens, runs, tmp_path):
     """One `provision`, as a rack would go: vm 1 never booted and goes from power-off to the
@@ -221,6 +239,12 @@ def test_new_vm_from_power_off_to_the_pool_while_bmc_and_mac_failures_stay_per_h
     report = json.loads((Path(result.run_dir) / "report.json").read_text())
     stage_seconds = next(h for h in report["hosts"] if h["host"] == new_vm.name)["stage_seconds"]
     assert set(stage_seconds) == {"image", "configure", "verify"}, stage_seconds
+    # racklift's image holds what the roles install from Debian: configure asked dpkg first and
+    # ran apt for the vendor's packages only (the driver and the toolkit, from their repositories).
+    asked, other = _apt_runs(Path(result.run_dir), new_vm.name)
+    assert "nvidia-open-550" in asked and "nvidia-container-toolkit" in asked, asked
+    assert asked.isdisjoint(diskimage.PACKAGES), asked & set(diskimage.PACKAGES)
+    assert other == [], other
     seconds = _since_power_on(lines, new_vm.name, "answers on SSH")
     active = joined.seconds - _power_on_at(lines, new_vm.name)
     print(f"[imaging] {new_vm.name}: power-on to SSH {seconds:.0f} s, to active {active:.0f} s "

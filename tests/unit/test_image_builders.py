@@ -60,9 +60,13 @@ def test_the_node_roles_services_stay_off_until_configured() -> None:
     assert "systemctl disable" not in diskimage.containerfile(diskimage.BASE_PACKAGES)
     tasks = "\n".join(path.read_text() for path in (REPO_ROOT / "roles").glob(
         "*/tasks/*.yml"))
-    for unit in ("lldpd", "containerd", "docker"):
-        assert re.search(rf"name: {unit}\n\s+enabled: true", tasks) or \
-            re.search(rf"{unit} enabled and running", tasks), unit
+    for unit in ("containerd", "docker"):
+        assert re.search(rf"{unit} enabled and running", tasks, re.IGNORECASE), unit
+    # base_os enables and starts its services in one run, lldpd among them where asked.
+    assert "systemctl enable --quiet \"$unit\"" in tasks
+    assert "for unit in {{ __base_os_services | join(' ') }}" in tasks
+    assert "(['lldpd'] if base_os_lldp | bool else [])" in \
+        (REPO_ROOT / "roles/base_os/vars/main.yml").read_text()
 
 
 def test_the_lab_hosts_hold_their_roles_share() -> None:

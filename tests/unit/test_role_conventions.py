@@ -85,3 +85,36 @@ def test_one_reboot_contract(role: Path) -> None:
     assert handler["ansible.builtin.reboot"]["reboot_timeout"] == \
         f"{{{{ {name}_reboot_timeout }}}}"
     assert handler["when"] == f"{name}_reboot | bool"
+
+
+# Keys whose values Ansible evaluates as bare Jinja expressions.
+CONDITIONALS = {"when", "changed_when", "failed_when", "until", "that"}
+
+
+def _expressions(node, bare: bool = False):
+    """The Jinja expressions in a YAML document: {{ }} and {% %} spans, and conditionals."""
+    if isinstance(node, str):
+        yield from ([node] if bare else JINJA.findall(node))
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            yield from _expressions(value, key in CONDITIONALS)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _expressions(item, bare)
+
+
+JINJA = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.S)
+LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'")
+
+
+@pytest.mark.parametrize("role", ROLES, ids=_ids(ROLES))
+def test_no_doubled_backslash_in_a_jinja_string_literal(role: Path) -> None:
+    """Ansible's templating keeps a Jinja string literal's backslashes as they are: '\\\\S' (as
+    YAML hands it over) is a regex for a backslash and an S, and a '\\\\n' in dpkg-query's
+    format joined every line into one (base_os then reinstalled its packages on every run)."""
+    found = []
+    for path in sorted(role.rglob("*.yml")):
+        for expression in _expressions(yaml.safe_load(path.read_text())):
+            found += [(path.relative_to(role).as_posix(), literal)
+                      for literal in LITERAL.findall(expression) if "\\\\" in literal]
+    assert found == []

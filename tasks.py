@@ -30,7 +30,7 @@ def test(c, k=None, x=False, unit=False, tier=None):
 @task
 def lint(c):
     """ruff over the Python; yamllint and ansible-lint over the roles, playbooks and inventory."""
-    c.run(".venv/bin/ruff check src plugins playbooks tests tasks.py benchmarks")
+    c.run(".venv/bin/ruff check src plugins netbox-racklift playbooks tests tasks.py benchmarks")
     c.run(".venv/bin/yamllint --strict roles playbooks inventory .yamllint .ansible-lint")
     # The project's inventory needs a NetBox; the playbooks' syntax check does not.
     c.run(".venv/bin/ansible-lint roles playbooks", env={"ANSIBLE_INVENTORY": "/dev/null"})

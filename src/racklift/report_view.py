@@ -9,36 +9,17 @@ they can never disagree with it or with each other. Pure: a dict in, a RunView o
 from __future__ import annotations
 
 import calendar
-import json
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from racklift.pipeline.outcome import FAILED, SKIPPED
-from racklift.verify.check import PASSING
-from racklift.verify.mismatch import CRITICAL
+from racklift.verify.failures import Failure, mismatch_failures, verdict_failures
 
 VERIFY = "verify"
 PASSED = "passed"  # verify's results: PASSED, FAILED, SKIPPED
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # report.json's generated_at
-INDEX = re.compile(r"\[[^\]]*\]")  # a check id's port or GPU: cable.wrong_peer[eth0]
-
-
-@dataclass(frozen=True)
-class Failure:
-    """One reason a host is kept out, as the verdict and acceptance record it."""
-
-    check: str  # the check id, with the port or GPU it is about
-    found: str
-    wanted: str
-    todo: str
-
-    @property
-    def cause(self) -> str:
-        """The check id without its port or GPU: one series per kind of failure, not per port."""
-        return INDEX.sub("", self.check)
 
 
 @dataclass(frozen=True)
@@ -76,31 +57,6 @@ def view(report: Mapping[str, Any]) -> RunView:
                    report.get("seconds"), ok, counts, hosts)
 
 
-def text(value: Any) -> str:
-    """A recorded value as one line of text: strings as they are, the rest as JSON."""
-    if value is None:
-        return "-"
-    return value if isinstance(value, str) else json.dumps(value, default=str)
-
-
-def _mismatches(rows: list[Mapping[str, Any]]) -> list[Failure]:
-    return [Failure(m["field"], text(m["observed"]), text(m["expected"]), m["hint"])
-            for m in rows if m["severity"] == CRITICAL]
-
-
-def verdict_failures(verdict: Mapping[str, Any]) -> list[Failure]:
-    """The failure lines of a verdict's dict (HostVerdict.to_dict), structured, in the order
-    its `failures` lists them."""
-    out = [Failure(f"netbox.{p['field']}", "incomplete NetBox record", "-", p["message"])
-           for p in verdict["problems"]]
-    if verdict["error"]:
-        out.append(Failure("collection", verdict["error"], "the host's facts", "-"))
-    out += _mismatches(verdict["mismatches"])
-    out += [Failure(c["name"], f"{c['status']}: {c['detail']}", "OK", "-")
-            for c in verdict["checks"] if c["status"] not in PASSING]
-    return out
-
-
 def _verified(host: Mapping[str, Any]) -> HostView:
     result = PASSED if host["passed"] else SKIPPED if host["skipped"] else FAILED
     return HostView(host["host"], host.get("rack"), host.get("position"), result,
@@ -111,7 +67,7 @@ def _run(host: Mapping[str, Any]) -> HostView:
     verdict, acceptance = host["verdict"], host["acceptance"]
     failures = verdict_failures(verdict) if verdict and verdict["failed"] else []
     if acceptance and not acceptance["passed"]:
-        failures += _mismatches(acceptance.get("mismatches", []))
+        failures += mismatch_failures(acceptance.get("mismatches", []))
     if not failures and host["error"]:
         # Failed outside the gate and acceptance (image, configure, drain): the stage it
         # reached is the cause, its error what was found; refused before any stage (locked,

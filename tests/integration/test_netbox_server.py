@@ -1,8 +1,12 @@
 """The lab NetBox lifecycle, on the real server the tests use."""
 
+import shutil
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
+import requests
 
 from racklift.lab import netbox_server, services
 
@@ -70,3 +74,45 @@ def test_the_lab_role_may_end_an_autovacuum_worker_when_it_drops_a_database():
     pg = services.ensure_postgres()
     assert pg.sql(f"SELECT pg_has_role('{services.PG_ROLE}', 'pg_signal_backend', "
                   "'member')") == "t"
+
+
+def test_racklift_s_plugin_runs_in_the_server_and_a_changed_one_restarts_it(instance):
+    def plugins():
+        status = requests.get(f"{instance.url}/api/status/", timeout=60,
+                              headers={"Authorization": f"Token {instance.token}"})
+        return status.json()["plugins"]
+
+    assert plugins() == {netbox_server.PLUGIN: "0.1.0"}
+    # A server started with another plugin (or configuration) than this checkout's: the next
+    # up starts it again, and its data stays.
+    (instance.root / "started-with").write_text("an older plugin")
+    result = netbox_server.up(instance)
+    assert not result.already_running and plugins() == {netbox_server.PLUGIN: "0.1.0"}
+    assert netbox_server.up(instance).already_running
+
+
+def test_the_plugin_is_installed_by_its_content_and_never_points_at_its_source(tmp_path):
+    """A venv with none, the same, an older plugin or no stamp: ensure_plugin ends with the
+    source's content installed, a plain copy that outlives the source."""
+    venv, source = tmp_path / "venv", tmp_path / "netbox-racklift"
+    subprocess.run([str(netbox_server._base_python()), "-m", "venv", str(venv)], check=True)
+    shutil.copytree(netbox_server.PLUGIN_SOURCE, source)
+
+    def installed() -> Path:
+        found = subprocess.run(
+            [str(venv / "bin" / "python"), "-c", "import importlib.util; "
+             "print(importlib.util.find_spec('netbox_racklift').submodule_search_locations[0])"],
+            capture_output=True, text=True, check=True)
+        return Path(found.stdout.strip())
+
+    assert netbox_server.ensure_plugin(venv, source)  # new
+    assert not netbox_server.ensure_plugin(venv, source)  # the same
+    assert venv in installed().parents
+    (venv / ".racklift-plugin").unlink()  # a venv from before the stamp
+    assert netbox_server.ensure_plugin(venv, source)
+    with (source / "netbox_racklift" / "reading.py").open("a") as f:
+        f.write("# changed\n")
+    assert netbox_server.ensure_plugin(venv, source)  # changed: installed again
+    assert (installed() / "reading.py").read_text().endswith("# changed\n")
+    shutil.rmtree(source)  # the checkout gone: the installed copy stays whole
+    assert (installed() / "views.py").exists() and venv in installed().parents

@@ -9,18 +9,24 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+import requests
 
+import netbox_ui
+from browser import Browser
 from helpers import BIN, REPO, planned_lab
 from helpers import TEST_NET as NET
-from racklift import podman
+from racklift import metrics, podman
 from racklift.lab import hardware, netbox_server
 from racklift.lab import rack as lab_rack
 from racklift.lab.slurm import SlurmLab
@@ -28,11 +34,14 @@ from racklift.lab.slurm import down as slurm_down
 from racklift.lab.slurm import up as slurm_up
 from racklift.netbox.reader import Selection, read_hosts
 from racklift.pipeline import lock, run_report
+from racklift.pipeline import result as result_field
 from racklift.pipeline.outcome import FAILED, INTERRUPTED, JOINED, LOCKED, PREFLIGHT, SKIPPED
 from racklift.pipeline.plan import REIMAGE, Options
 from racklift.pipeline.progress import QUIET, Progress
 from racklift.pipeline.provision import run
 from racklift.pipeline.racks import Limits
+from racklift.pipeline.result import RESULT_FIELD
+from racklift.pipeline.state import Transition, apply
 
 pytestmark = [pytest.mark.containers, pytest.mark.slurm]
 
@@ -93,8 +102,18 @@ def device_id(netbox, name):
     return netbox.get_all("dcim/devices", {"name": name}, fields=("id",))[0]["id"]
 
 
-def test_provision_admits_healthy_hosts_and_reports_each_fault(netbox, settings, lab):
-    healthy, flaky, dropped, malformed = names(lab)
+@dataclass(frozen=True)
+class FirstRun:
+    result: Any  # the first operator's run
+    second: Any  # the second operator's, refused
+    serial: str  # the malformed host's serial, blanked in NetBox for the run
+
+
+@pytest.fixture(scope="module")
+def first_run(netbox, settings, lab) -> FirstRun:
+    """The rack's first provision with its faults (a GPU's Xid 79, SSH dropped mid-configure,
+    a blank serial, a second operator at once): the tests up to the heal read what it left."""
+    _, flaky, dropped, malformed = names(lab)
     hardware.inject({flaky: ["xid-79"]}, macs(netbox, [flaky]), settings, NET)
     serial = lab.hosts[3].serial
     netbox.update("dcim/devices", [{"id": device_id(netbox, malformed), "serial": ""}])
@@ -112,6 +131,13 @@ def test_provision_admits_healthy_hosts_and_reports_each_fault(netbox, settings,
     hooks = Hooked({"configure": lambda: (threading.Thread(target=drop_ssh).start(),
                                           second_run())})
     result = run(netbox, SELECT, Options(image=False), progress=hooks)
+    return FirstRun(result, second["result"], serial)
+
+
+def test_provision_admits_healthy_hosts_and_reports_each_fault(netbox, settings, lab,
+                                                               first_run):
+    healthy, flaky, dropped, malformed = names(lab)
+    result = first_run.result
     got = by_host(result)
 
     assert got[healthy].result == JOINED and got[healthy].reached == "verify"
@@ -124,7 +150,7 @@ def test_provision_admits_healthy_hosts_and_reports_each_fault(netbox, settings,
     assert statuses(netbox) == {healthy: "active", flaky: "failed", dropped: "failed",
                                 malformed: "planned"}
     # The second operator got nothing, and was told who holds each host.
-    refused = by_host(second["result"])
+    refused = by_host(first_run.second)
     assert {n: h.result for n, h in refused.items()} == {
         healthy: LOCKED, flaky: LOCKED, dropped: LOCKED, malformed: PREFLIGHT}
     holder = os.environ.get("USER", "root")
@@ -148,8 +174,119 @@ def test_provision_admits_healthy_hosts_and_reports_each_fault(netbox, settings,
     assert (artifacts / f"configure-lab1-{RACK}" / "job_events").is_dir()
     assert_no_secrets(result.run_dir.parent, settings.token)
 
-    # Heal; re-image the refused host (no --force: it is not in the pool); a re-run takes
-    # the other failed hosts again; everything converges.
+
+# Markup planted in a recorded value: shown as text, never run (window.__planted stays unset).
+PLANTED_MARKUP = ('<script>window.__planted = 1</script>'
+                  '<img src=x onerror="window.__planted = 2">')
+
+
+def test_netbox_shows_the_run_where_operators_look(netbox, instance, lab, first_run,
+                                                   tmp_path):
+    """racklift's NetBox plugin after the first run, as a person reads it: logged in through
+    NetBox's login form, over HTTP and in a headless Chromium, the refused host's tab with its
+    cause and the rack's bring-up with its counts; and the run's report.html in the same
+    browser. Screenshots go to RACKLIFT_SCREENSHOTS (docs/images when the docs are updated)."""
+    healthy, flaky, dropped, malformed = names(lab)
+    run_id = first_run.result.run_id
+    ids = {n: device_id(netbox, n) for n in names(lab)}
+    rack_id = netbox.get_all("dcim/racks", {"name": RACK}, fields=("id",))[0]["id"]
+    # What the lifecycle writer recorded for the plugin: the refused host's cause, the stage
+    # the dropped one failed at.
+    results = {d["name"]: d["custom_fields"][RESULT_FIELD] for d in netbox.get_all(
+        "dcim/devices", {"id": list(ids.values())}, fields=("name", "custom_fields"))}
+    assert [f["cause"] for f in results[flaky]["last"]["failures"]] == ["kernel.gpu_errors"]
+    assert results[flaky]["last"]["run"] == run_id and not results[flaky]["verdict"]["passed"]
+    assert [f["cause"] for f in results[dropped]["last"]["failures"]] == ["stage.configure"]
+    assert results[healthy]["last"]["result"] == "passed" and results[malformed] is None
+
+    # A recorded value with markup in it, through the one writer: the malformed host (never
+    # started) gets a journal entry and a result whose text plants a script.
+    apply(netbox, [Transition(ids[malformed], f"racklift verify: test entry {PLANTED_MARKUP}",
+                              result=result_field.of_stage_failure("image", PLANTED_MARKUP,
+                                                                   "planted"))])
+    password = netbox_server.admin_password(instance)
+    web = netbox_ui.session(instance.url, password)
+    device_tab = f"{instance.url}/dcim/devices/{{}}/racklift/"
+    planted = web.get(device_tab.format(ids[malformed]), timeout=120)
+    assert planted.status_code == 200
+    assert "&lt;script&gt;window.__planted = 1&lt;/script&gt;" in planted.text
+    assert "<script>window.__planted" not in planted.text
+    assert 'onerror="window.__planted' not in planted.text  # NetBox's own onerror= are there
+    for path in (f"dcim/racks/{rack_id}/racklift/", f"dcim/devices/{ids[flaky]}/racklift/"):
+        assert web.get(f"{instance.url}/{path}", timeout=120).status_code == 200
+    # Not logged in, NetBox's login page, not the tab.
+    anonymous = requests.get(device_tab.format(ids[flaky]), timeout=120)
+    assert "/login/" in anonymous.url and "kernel.gpu_errors" not in anonymous.text
+
+    shots = Path(os.environ.get("RACKLIFT_SCREENSHOTS") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    browser = Browser()
+
+    def seen(css: str) -> str:  # what a person reads there, on one line
+        return " ".join(browser.text(css).split())
+
+    try:
+        browser.login(instance.url, netbox_ui.USER, password)
+        browser.go(device_tab.format(ids[flaky]))
+        lifecycle, last = seen("#racklift-lifecycle"), seen("#racklift-result")
+        assert "refused (status Failed)" in lifecycle and "not locked" in lifecycle, lifecycle
+        assert f"Run that last touched it {run_id}" in lifecycle, lifecycle
+        assert "failed at stage verify" in last, last
+        assert "kernel.gpu_errors" in last and "XID 79" in last, last
+        verdict = seen("#racklift-verdict")
+        assert "kernel.gpu_errors CRITICAL" in verdict, verdict
+        assert "racklift verify: failed" in seen("#racklift-journal")
+        browser.screenshot(shots / "netbox-device-tab.png")
+
+        browser.go(device_tab.format(ids[healthy]))
+        assert "in the pool (status Active)" in seen("#racklift-lifecycle")
+        assert "No mismatches" in seen("#racklift-verdict")
+
+        browser.go(device_tab.format(ids[malformed]))
+        assert browser.scripts_run() is None
+        assert PLANTED_MARKUP in seen("#racklift-result")
+
+        browser.go(f"{instance.url}/dcim/racks/{rack_id}/racklift/")
+        states = seen("#racklift-states table")
+        assert states == "in the pool 1 refused 2 planned 1 hosts 4", states
+        causes = seen("#racklift-causes")
+        assert f"kernel.gpu_errors 1 {flaky}" in causes, causes
+        assert f"stage.configure 1 {dropped}" in causes, causes
+        rack = seen("#racklift-racks")
+        assert f"{flaky} · refused: kernel.gpu_errors" in rack, rack
+        assert f"{healthy} · in the pool" in rack, rack
+        browser.screenshot(shots / "netbox-bringup.png")
+
+        browser.go((first_run.result.run_dir / "report.html").as_uri())
+        report = seen("body")
+        assert "joined 1" in report and "failed 2" in report, report
+        assert "kernel.gpu_errors" in report and flaky in report
+        browser.screenshot(shots / "report-html.png")
+    finally:
+        browser.close()
+
+
+def test_the_run_s_metrics_pass_promtool(first_run, tmp_path):
+    """The first run's report as the metrics file `--metrics-file` writes, checked by
+    Prometheus' own linter (Debian's prometheus: scripts/test-packages)."""
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is missing: run scripts/test-packages"
+    report = json.loads((first_run.result.run_dir / "report.json").read_text())
+    path = tmp_path / "racklift-provision-p01.prom"
+    metrics.write(path, metrics.render(report))
+    checked = subprocess.run([promtool, "check", "metrics"], stdin=path.open("rb"),
+                             capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    text = path.read_text()
+    assert 'racklift_host_failures{' in text and 'cause="kernel.gpu_errors"' in text
+
+
+def test_healed_the_refused_host_is_reimaged_and_a_rerun_converges(netbox, settings, lab,
+                                                                   first_run):
+    """Heal; re-image the refused host (no --force: it is not in the pool); a re-run takes
+    the other failed hosts again; everything converges."""
+    healthy, flaky, dropped, malformed = names(lab)
+    serial = first_run.serial
     hardware.heal([flaky], macs(netbox, [flaky]), settings, NET)
     rebuilt = run(netbox, Selection(names=(flaky,)),
                   Options(REIMAGE, image=False, reason="GPU reseated"), progress=Hooked(),

@@ -42,6 +42,11 @@ REQUIREMENTS: tuple[tuple[str, dict[str, Any], dict[str, Any]], ...] = (
       "description": "The last acceptance tests' figures against their thresholds, with the "
                      "date: drift over months shows here",
       "required": False, "group_name": "racklift", "ui_editable": "no"}),
+    ("extras/custom-fields", {"name": "racklift_result"},
+     {"type": "json", "object_types": ["dcim.device"], "label": "racklift result",
+      "description": "racklift's last result, verdict (every mismatch and health check) and "
+                     "acceptance figures on this host; racklift's NetBox plugin shows it",
+      "required": False, "group_name": "racklift", "ui_editable": "no"}),
 )
 
 

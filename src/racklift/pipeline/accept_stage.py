@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from racklift.facts.parsers import (
 from racklift.netbox.client import NetBox
 from racklift.netbox.desired import Acceptance
 from racklift.netbox.expected import ExpectedHost, ExpectedInterface
+from racklift.pipeline.result import of_acceptance
 from racklift.verify.acceptance import best_gbps, judge_acceptance
 from racklift.verify.mismatch import CRITICAL, Mismatch
 from racklift.verify.pairing import (
@@ -88,6 +89,34 @@ class HostAcceptance:
         """One dated line, for the journal and the device's custom field."""
         day = datetime.now(UTC).strftime("%Y-%m-%d")
         return f"{day} {'passed' if self.passed else 'failed'}: {self.figures_line()}"
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Each figure against its threshold, one row per test (and RDMA port), for the
+        device's result field."""
+        want, figures = self.want, self.figures
+        rows: list[dict[str, Any]] = []
+        if "dcgm" in figures:
+            rows.append({"test": f"DCGM diag level {want.dcgm_level}",
+                         "figure": figures["dcgm"]["result"], "threshold": "pass",
+                         "passed": figures["dcgm"]["result"] == "pass"})
+        if "nccl_busbw" in figures:
+            got = figures["nccl_busbw"]
+            rows.append({"test": "NCCL all-reduce bus bandwidth",
+                         "figure": "-" if got is None else f"{got:g} GB/s",
+                         "threshold": f">= {want.nccl_busbw:g} GB/s",
+                         "passed": got is not None and want.nccl_busbw is not None
+                         and got >= want.nccl_busbw})
+        for port, got in sorted(figures.get("rdma", {}).items()):
+            rows.append({"test": f"RDMA ib_write_bw {port}",
+                         "figure": "-" if got["gbps"] is None else f"{got['gbps']:g} Gb/s",
+                         "threshold": f">= {want.rdma_gbps:g} Gb/s",
+                         "passed": got["outcome"] == "pass"})
+        return rows
+
+    def result(self, run: str | None) -> dict[str, Any]:
+        """The device's result field's sections for this outcome."""
+        return of_acceptance(self.passed, self.summary(), self.rows(),
+                             [asdict(m) for m in self.mismatches], run)
 
 
 def rdma_device(iface: ExpectedInterface) -> str | None:

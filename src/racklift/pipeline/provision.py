@@ -52,6 +52,7 @@ from racklift.pipeline.plan import (
     plan_host,
 )
 from racklift.pipeline.progress import Progress
+from racklift.pipeline.result import of_stage_failure
 from racklift.pipeline.scheduler import is_drained
 from racklift.pipeline.state import KEEP, Transition, apply, read_stages
 from racklift.runs import new_run_dir
@@ -88,11 +89,14 @@ def _preflight(h: HostRun) -> None:
 
 
 def failure_transitions(ids: Mapping[str, int], failures: Mapping[str, str], header: str,
-                        stage: str) -> list[Transition]:
-    """Each failed host's entry: `failed`, the journal quoting why on one line. The reason may
-    be the deploy ramdisk's report or a module's message, any characters at any length."""
+                        stage: str, run: str | None = None) -> list[Transition]:
+    """Each failed host's entry: `failed`, the journal quoting why on one line, the device's
+    result naming the stage. The reason may be the deploy ramdisk's report or a module's
+    message, any characters at any length."""
     return [Transition(ids[name], f"{header}: {stage} failed.\n{journal_line(f'- {why}')}",
-                       kind="danger", status="failed") for name, why in failures.items()]
+                       kind="danger", status="failed",
+                       result=of_stage_failure(stage, why, run))
+            for name, why in failures.items()]
 
 
 class _Batch:
@@ -120,7 +124,7 @@ class _Batch:
             self.progress.failed(name, stage, why)
         apply(self.netbox, failure_transitions(
             {name: h.host.netbox_id for name, h in by_name.items()}, failures,
-            _header(self.options, self.run_id), stage))
+            _header(self.options, self.run_id), stage, self.run_id))
 
     def start(self) -> None:
         live = [h for h in self.runs if not h.result]
@@ -286,7 +290,8 @@ class _Batch:
                 transitions.append(Transition(
                     h.host.netbox_id, journal_line(f"{header}: acceptance passed: {summary}"),
                     "success", status="active",
-                    fields={VERIFIED_FIELD: now, ACCEPTANCE_FIELD: summary}))
+                    fields={VERIFIED_FIELD: now, ACCEPTANCE_FIELD: summary},
+                    result=got.result(self.run_id)))
             else:
                 h.fail(ACCEPT, "; ".join(got.failures))
                 self.progress.failed(h.name, ACCEPT, h.error or "")
@@ -294,7 +299,8 @@ class _Batch:
                     h.host.netbox_id, "\n".join(map(journal_line, [
                         f"{header}: acceptance failed: {summary}",
                         *(f"- {line}" for line in got.failures)])),
-                    "danger", status="failed", fields={ACCEPTANCE_FIELD: summary}))
+                    "danger", status="failed", fields={ACCEPTANCE_FIELD: summary},
+                    result=got.result(self.run_id)))
         apply(self.netbox, transitions)
 
     def partners(self, live: list[HostRun]) -> list[ExpectedHost]:

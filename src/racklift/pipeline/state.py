@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from racklift.netbox.client import NetBox
+from racklift.pipeline.result import RESULT_FIELD, merged
 from racklift.text import journal
 
 STAGE_FIELD = "racklift_stage"
@@ -27,6 +28,9 @@ class Transition:
     status: str | None = None  # None: unchanged
     stage: Any = KEEP  # str, None (cleared) or KEEP
     fields: Mapping[str, Any] = field(default_factory=dict)  # other racklift custom fields
+    # Sections of the `racklift_result` field this transition replaces (result.py); the
+    # field's other sections are kept.
+    result: Mapping[str, Any] | None = None
 
 
 def read_stages(netbox: NetBox, device_ids: Iterable[int]) -> dict[int, str | None]:
@@ -46,14 +50,27 @@ def apply(netbox: NetBox, transitions: Iterable[Transition]) -> None:
          # refuse every entry of the request.
          "kind": t.kind, "comments": journal(t.journal)}
         for t in transitions if t.journal is not None])
+    results = _read_results(netbox, [t.netbox_id for t in transitions if t.result])
     updates = []
     for t in transitions:
         change: dict[str, Any] = {}
         if t.status is not None:
             change["status"] = t.status
         fields = {**t.fields, **({} if t.stage is KEEP else {STAGE_FIELD: t.stage})}
+        if t.result:
+            fields[RESULT_FIELD] = results[t.netbox_id] = merged(results.get(t.netbox_id),
+                                                                 t.result)
         if fields:
             change["custom_fields"] = fields
         if change:
             updates.append({"id": t.netbox_id, **change})
     netbox.update("dcim/devices", updates)
+
+
+def _read_results(netbox: NetBox, device_ids: list[int]) -> dict[int, Any]:
+    """The devices' racklift_result as NetBox has it (the sections a transition keeps)."""
+    if not device_ids:
+        return {}
+    rows = netbox.get_for_ids("dcim/devices", "id", device_ids, {},
+                              fields=("id", "custom_fields"))
+    return {row["id"]: (row.get("custom_fields") or {}).get(RESULT_FIELD) for row in rows}

@@ -58,6 +58,22 @@ def up(c, port=None):
 
 
 @task
+def login(c):
+    """A fresh password for the lab admin in NetBox's web UI (where racklift's plugin shows
+    each device's results and each rack's bring-up), written to a file only root can read."""
+    instance = lab_instance()
+    with operator_errors():
+        if not netbox_server.answers(instance):
+            raise RackliftError("the lab NetBox is not running: start it with netbox.up")
+        password = netbox_server.admin_password(instance)
+    path = instance.root / "admin-password"
+    path.touch(mode=0o600)
+    path.chmod(0o600)
+    path.write_text(password + "\n")
+    console.print(f"log in to {instance.url}/login/ as admin with the password in {path}")
+
+
+@task
 def down(c):
     """Stop the lab NetBox (its database stays for the next `up`)."""
     stopped = netbox_server.down(lab_instance())

@@ -20,6 +20,7 @@ from racklift.ansible import HostEvent, run_playbook, script
 from racklift.errors import RackliftError
 from racklift.facts import bundle as bundles
 from racklift.facts.host import HostFacts, from_bundle
+from racklift.netbox.bootstrap import bootstrap
 from racklift.netbox.client import NetBox
 from racklift.netbox.expected import ExpectedHost
 from racklift.netbox.reader import Selection, read_hosts
@@ -205,7 +206,9 @@ def gate(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *, write: boo
         for v in verdicts:
             if v.held:
                 progress(f"{v.host}: not recorded: {v.held}")
-        verdicts = record(netbox, verdicts, mark_active_failed=mark_active_failed)
+        # The run the device's result names: the pipeline's, or verify's own run directory.
+        verdicts = record(netbox, verdicts, mark_active_failed=mark_active_failed,
+                          run=run or run_dir.name)
     return verdicts
 
 
@@ -232,6 +235,10 @@ def verify(netbox: NetBox, selection: Selection, *, write: bool = True,
            extravars: Mapping[str, Any] | None = None) -> VerifyRun:
     started = time.monotonic()
     run_dir = new_run_dir("verify")
+    if write:
+        # The fields verdicts are written to, as provision does: a NetBox bootstrapped by an
+        # older racklift lacks the newer ones (racklift_result).
+        bootstrap(netbox)
     hosts = read_hosts(netbox, selection)
     progress(f"{len(hosts)} hosts selected ({selection.describe()})")
     verdicts = gate(netbox, hosts, run_dir, write=write, mark_active_failed=mark_active_failed,

@@ -16,6 +16,7 @@ from racklift.netbox.client import NetBox
 from racklift.netbox.expected import ExpectedHost, Problem
 from racklift.pipeline import lock
 from racklift.pipeline.plan import COMPLETED, CONFIGURE, VERIFY
+from racklift.pipeline.result import of_verdict
 from racklift.pipeline.state import KEEP, Transition, apply, read_stages
 from racklift.text import journal_line
 from racklift.verify.check import PASSING, CheckResult
@@ -190,8 +191,9 @@ def with_holds(verdicts: Iterable[HostVerdict], now: Mapping[int, InNetBox], *,
 
 
 def record(netbox: NetBox, verdicts: Iterable[HostVerdict], *,
-           mark_active_failed: bool = False) -> list[HostVerdict]:
-    """Write each verdict to NetBox: status and a journal entry, unless both already say it.
+           mark_active_failed: bool = False, run: str | None = None) -> list[HostVerdict]:
+    """Write each verdict to NetBox: status and a journal entry, unless both already say it;
+    with them, the verdict in the device's `racklift_result` field, naming `run`.
 
     Verdicts that are not `recorded` or are `held` are only reported on. Returns the verdicts
     with what was written.
@@ -219,7 +221,8 @@ def record(netbox: NetBox, verdicts: Iterable[HostVerdict], *,
                 # verify again, not at acceptance.
                 stage=(VERIFIED_STAGE if v.passed and not v.admit
                        else CONFIGURED if not v.passed and v.status in GATED else KEEP),
-                fields={VERIFIED_FIELD: now} if admitted else {}))
+                fields={VERIFIED_FIELD: now} if admitted else {},
+                result=of_verdict(v.to_dict(), run)))
             changes.append("journal entry")
         written.append(replace(v, changes=tuple(changes)))
     # Journal first (state.apply): if the status update then fails, the re-run sees the status

@@ -18,9 +18,12 @@ from netbox_racklift import reading
 
 PLUGIN = "netbox_racklift"
 # racklift's own names in NetBox (racklift.pipeline.state, .lock, .result; verify.verdict).
-STAGE_FIELD, VERIFIED_FIELD, RESULT_FIELD = "racklift_stage", "racklift_verified", "racklift_result"
+STAGE_FIELD = "racklift_stage"
+VERIFIED_FIELD = "racklift_verified"
+RESULT_FIELD = "racklift_result"
 ACCEPTANCE_FIELD = "racklift_acceptance"
-LOCK_PREFIX, LOCK_HOLDER = "racklift-lock-", "racklift_lock"
+LOCK_PREFIX = "racklift-lock-"  # + the device id: the saved filter that is the lock
+LOCK_HOLDER = "racklift_lock"  # the holder record in its parameters
 JOURNAL_PREFIX = "racklift"
 
 

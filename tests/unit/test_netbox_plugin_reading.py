@@ -5,13 +5,19 @@ the field as racklift writes it (racklift.pipeline.result), read back by the plu
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
 
+from racklift.netbox import bootstrap
+from racklift.netbox.desired import Acceptance
+from racklift.pipeline import lock, state
 from racklift.pipeline import result as result_field
+from racklift.pipeline.accept_stage import ACCEPTANCE_FIELD, HostAcceptance
+from racklift.verify import verdict
 
 SOURCE = (Path(__file__).resolve().parents[2] / "netbox-racklift" / "netbox_racklift"
           / "reading.py")
@@ -116,3 +122,35 @@ def test_the_run_is_the_newest_pipeline_entry_s():
     assert reading.last_run(["racklift lock: released", "racklift provision (run 2026-x-ab): "
                              "configured", "racklift verify (run old): failed"]) == "2026-x-ab"
     assert reading.last_run(["racklift verify: passed"]) is None
+
+
+def test_acceptance_rows_put_each_figure_beside_its_threshold():
+    got = HostAcceptance("gpu-01", Acceptance(dcgm_level=2, nccl_busbw=350.0, rdma_gbps=370.0),
+                         (), {"dcgm": {"level": 2, "result": "pass"}, "nccl_busbw": 480.5,
+                              "rdma": {"mlx5_1": {"gbps": 120.0, "outcome": "fail"},
+                                       "mlx5_0": {"gbps": 390.2, "outcome": "pass"}}})
+    assert got.rows() == [
+        {"test": "DCGM diag level 2", "figure": "pass", "threshold": "pass", "passed": True},
+        {"test": "NCCL all-reduce bus bandwidth", "figure": "480.5 GB/s",
+         "threshold": ">= 350 GB/s", "passed": True},
+        {"test": "RDMA ib_write_bw mlx5_0", "figure": "390.2 Gb/s", "threshold": ">= 370 Gb/s",
+         "passed": True},
+        {"test": "RDMA ib_write_bw mlx5_1", "figure": "120 Gb/s", "threshold": ">= 370 Gb/s",
+         "passed": False}]
+    shown = reading.result(result_field.merged(None, got.result("run-9")))
+    assert [r["passed"] for r in shown.acceptance["rows"]] == [True, True, True, False]
+
+
+def test_the_plugin_reads_the_names_racklift_writes():
+    """views.py (which needs NetBox to import) names racklift's fields, lock and role as
+    racklift does."""
+    tree = ast.parse((SOURCE.parent / "views.py").read_text())
+    names = {node.targets[0].id: node.value.value for node in tree.body
+             if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+             and isinstance(node.value, ast.Constant)}
+    assert names["STAGE_FIELD"] == state.STAGE_FIELD
+    assert names["VERIFIED_FIELD"] == verdict.VERIFIED_FIELD
+    assert names["RESULT_FIELD"] == result_field.RESULT_FIELD
+    assert names["ACCEPTANCE_FIELD"] == ACCEPTANCE_FIELD
+    assert (names["LOCK_PREFIX"], names["LOCK_HOLDER"]) == (lock.NAME_PREFIX, lock.HOLDER)
+    assert bootstrap.ROLE_GPU_SERVER in (SOURCE.parent / "__init__.py").read_text()

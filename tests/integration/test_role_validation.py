@@ -61,6 +61,7 @@ def run_role(role: str, variables: dict, tmp_path) -> dict:
         "hosts": "localhost", "gather_facts": True,
         "roles": [{"role": role, **variables}]}]))
     env = {**os.environ, "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
+           "ANSIBLE_LIBRARY": str(REPO / "plugins" / "modules"),
            "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json", "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
            "ANSIBLE_INVENTORY_UNPARSED_FAILED": "false", "ANSIBLE_LOCALHOST_WARNING": "false"}
     result = subprocess.run(

@@ -8,19 +8,23 @@ partners it was paired with. Healed, `racklift accept` admits them."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 
 import pytest
 
+import netbox_ui
 from helpers import TEST_NET as NET
 from helpers import planned_lab
-from racklift.lab import hardware
+from racklift.lab import hardware, netbox_server
 from racklift.netbox.reader import Selection, read_hosts
 from racklift.pipeline.accept_stage import ACCEPTANCE_FIELD
 from racklift.pipeline.outcome import FAILED, JOINED
 from racklift.pipeline.plan import ACCEPT_ONLY, Options
 from racklift.pipeline.progress import QUIET, Progress
 from racklift.pipeline.provision import run
+from racklift.pipeline.result import RESULT_FIELD
 
 pytestmark = pytest.mark.containers
 
@@ -54,7 +58,7 @@ def journal(netbox, name):
 
 
 def test_each_slow_host_fails_its_test_with_the_figure_and_the_healthy_one_joins(
-        netbox, settings, lab):
+        netbox, settings, instance, lab):
     names = [h.name for h in lab.hosts]
     hbm, nvlink, rail, healthy = names
     hardware.inject({hbm: ["hbm-fail"], nvlink: ["nvlink-slow", "dcgm-skip-required"],
@@ -99,6 +103,19 @@ def test_each_slow_host_fails_its_test_with_the_figure_and_the_healthy_one_joins
     by_host = {h["host"]: h for h in report["hosts"]}
     assert by_host[rail]["acceptance"]["figures"]["rdma"]["mlx5_3"]["outcome"] == "fail"
     assert by_host[healthy]["acceptance"]["passed"] is True
+    # The device's racklift_result keeps the verdict it passed and adds the figures, and the
+    # plugin's tab shows the slow rail against its threshold.
+    shown = device(netbox, rail)["custom_fields"][RESULT_FIELD]
+    assert shown["verdict"]["passed"] and shown["last"]["stage"] == "accept"
+    assert [f["cause"] for f in shown["last"]["failures"]] == ["accept.rdma"]
+    slow = [r for r in shown["acceptance"]["rows"] if r["test"] == "RDMA ib_write_bw mlx5_3"]
+    assert len(slow) == 1 and not slow[0]["passed"] and slow[0]["threshold"] == ">= 370 Gb/s"
+    web = netbox_ui.session(instance.url, netbox_server.admin_password(instance))
+    tab = web.get(f"{instance.url}/dcim/devices/{device(netbox, rail)['id']}/racklift/",
+                  timeout=120)
+    panel = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", tab.text.split(
+        'id="racklift-acceptance"')[1].split('id="racklift-cabling"')[0])).split())
+    assert "RDMA ib_write_bw mlx5_3" in panel and ">= 370 Gb/s fail" in panel, panel
 
     # Healed, the acceptance tests alone admit them; the pool host is not touched.
     hardware.heal(names[:3], macs(netbox, names[:3]), settings, NET)

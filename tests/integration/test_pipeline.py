@@ -7,8 +7,10 @@ never reach the run directory."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -214,6 +216,12 @@ def test_netbox_shows_the_run_where_operators_look(netbox, instance, lab, first_
     assert 'onerror="window.__planted' not in planted.text  # NetBox's own onerror= are there
     for path in (f"dcim/racks/{rack_id}/racklift/", f"dcim/devices/{ids[flaky]}/racklift/"):
         assert web.get(f"{instance.url}/{path}", timeout=120).status_code == 200
+    # The site's bring-up: its one rack drawn, the same counts.
+    site_id = netbox.get_all("dcim/racks", {"name": RACK}, fields=("site",))[0]["site"]["id"]
+    site = web.get(f"{instance.url}/dcim/sites/{site_id}/racklift/", timeout=120)
+    site_text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", site.text)).split())
+    assert "in the pool 1 refused 2 planned 1 hosts 4" in site_text
+    assert f'<h3 class="h4">{RACK}</h3>' in site.text
     # Not logged in, NetBox's login page, not the tab.
     anonymous = requests.get(device_tab.format(ids[flaky]), timeout=120)
     assert "/login/" in anonymous.url and "kernel.gpu_errors" not in anonymous.text

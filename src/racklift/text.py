@@ -1,9 +1,12 @@
 """Text that may quote a host or a record, made safe for where racklift writes it: the
-operator's terminal and NetBox's journal. One rule for both: every character that is not
-printable is written out as its escape (\\x00, \\x1b, \\u202e), so nothing reaches a terminal
-as a control sequence or NetBox as a NUL, and the operator still sees what was sent."""
+operator's terminal, NetBox's journal and racklift's fields. One rule for all: every character
+that is not printable is written out as its escape (\\x00, \\x1b, \\u202e), so nothing reaches
+a terminal as a control sequence or NetBox as a NUL, and the operator still sees what was
+sent."""
 
 from __future__ import annotations
+
+from typing import Any
 
 # A journal line quotes what hosts said, which may be any characters at any length; NetBox
 # refuses a NUL (PostgreSQL cannot store one), and a stage writes all of a rack's entries in
@@ -30,3 +33,16 @@ def journal_line(line: str) -> str:
 def journal(text: str) -> str:
     """A journal entry of lines, each made a journal line."""
     return "\n".join(map(journal_line, text.split("\n")))
+
+
+def recorded(value: Any) -> Any:
+    """A JSON value for a NetBox field that may quote a host (racklift_result): every string in
+    it, keys too, made a journal entry's text (PostgreSQL cannot store a NUL in JSON either),
+    the structure as it is. Applied twice it changes nothing."""
+    if isinstance(value, str):
+        return journal(value)
+    if isinstance(value, dict):
+        return {recorded(k): recorded(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [recorded(v) for v in value]
+    return value

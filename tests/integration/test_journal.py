@@ -15,6 +15,7 @@ from racklift.pipeline.outcome import HostRun
 from racklift.pipeline.plan import HostPlan, Options
 from racklift.pipeline.progress import Progress
 from racklift.pipeline.provision import _Batch
+from racklift.pipeline.result import RESULT_FIELD
 
 RACK = "J01"
 
@@ -48,3 +49,8 @@ def test_one_hosts_nul_does_not_stop_its_racks_failures_being_recorded(empty_net
     statuses = {d["id"]: d["status"]["value"] for d in empty_netbox.get_for_ids(
         "dcim/devices", "id", [h.netbox_id for h in rack], {}, fields=("id", "status"))}
     assert statuses == {h.netbox_id: "failed" for h in rack}
+    # The device's result quotes it the same way (PostgreSQL stores no NUL in JSON either).
+    (device,) = empty_netbox.get_all("dcim/devices", {"id": hostile.netbox_id},
+                                     fields=("custom_fields",))
+    (failure,) = device["custom_fields"][RESULT_FIELD]["last"]["failures"]
+    assert (failure["cause"], failure["found"]) == ("stage.image", "deploy report: x\\x00")

@@ -25,6 +25,7 @@ from racklift.facts.container_check import parse_container_check
 from racklift.facts.host import from_bundle
 from racklift.facts.parsers import ParseError
 from racklift.pipeline.provision import failure_transitions
+from racklift.pipeline.result import RESULT_FIELD, of_stage_failure
 from racklift.pipeline.state import Transition, apply
 from racklift.text import JOURNAL_LINE
 from racklift.verify import gate as verify_gate
@@ -358,6 +359,22 @@ class _Recorder:
 
     def update(self, endpoint: str, objects: list[dict[str, Any]]) -> None:
         self.sent.setdefault(endpoint, []).extend(objects)
+
+    def get_for_ids(self, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        return []  # no device has a racklift_result yet
+
+
+def test_every_result_is_written_printable_whoever_built_it():
+    # Planted: a deploy report with a NUL, an escape sequence and a newline, in a device's
+    # racklift_result (PostgreSQL refuses a NUL in JSON as in text).
+    netbox = _Recorder()
+    apply(netbox, [Transition(1, None, result=of_stage_failure("image", PLANTED_FAILURE, "r1"))])
+    (device,) = netbox.sent["dcim/devices"]
+    value = device["custom_fields"][RESULT_FIELD]
+    (failure,) = value["last"]["failures"]
+    assert _printable_and_bounded(failure["found"]) and failure["cause"] == "stage.image"
+    assert failure["found"].startswith("x\\x00\\x1b]52;c;ZXZpbA==\\x07")
+    assert "\\u0000" not in json.dumps(value)
 
 
 def test_every_journal_entry_is_written_printable_whoever_built_it():

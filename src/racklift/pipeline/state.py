@@ -14,7 +14,7 @@ from typing import Any
 
 from racklift.netbox.client import NetBox
 from racklift.pipeline.result import RESULT_FIELD, merged
-from racklift.text import journal
+from racklift.text import journal, recorded
 
 STAGE_FIELD = "racklift_stage"
 KEEP = object()  # a Transition field left as it is
@@ -58,8 +58,10 @@ def apply(netbox: NetBox, transitions: Iterable[Transition]) -> None:
             change["status"] = t.status
         fields = {**t.fields, **({} if t.stage is KEEP else {STAGE_FIELD: t.stage})}
         if t.result:
-            fields[RESULT_FIELD] = results[t.netbox_id] = merged(results.get(t.netbox_id),
-                                                                 t.result)
+            # Printable like the journal, whoever built it: one host's NUL would make NetBox
+            # refuse the whole rack's update.
+            fields[RESULT_FIELD] = results[t.netbox_id] = recorded(
+                merged(results.get(t.netbox_id), t.result))
         if fields:
             change["custom_fields"] = fields
         if change:

@@ -60,7 +60,7 @@ def expected_host(gpu_serials: dict[int, str] | None = None) -> ExpectedHost:
 
 def healthy_profile() -> hwemu.Profile:
     return hwemu.cabled(hwemu.generate_profile(PLAN.name, PLAN.serial, seed=1),
-                        hardware.ib_cables(PLAN))
+                        hardware.ib_cables(PLAN.links))
 
 
 def _ip_json(profile: hwemu.Profile) -> tuple[str, str]:

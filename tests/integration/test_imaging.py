@@ -6,9 +6,11 @@ health checks and the GPU container pulled through the rack's registry mirror. O
 power-off to `active` in the first run; the gate then fails it on injected faults, each on its
 own check. The VMs boot once for the module: every test uses them.
 
-The VMs stand in for GPU servers (racklift.lab.vrack gives their device type one GPU and one
-InfiniBand port template and their tag a `racklift` config context with the OS image), so their
-NetBox records are complete for the pipeline's preflight. Failure cases, each a per-host error
+The VMs stand in for GPU servers (racklift.lab.vrack gives their device type two GPUs, an
+InfiniBand port each cabled to the rack's rail leaves, and the lab GPU server's hardware context:
+NVSwitch, so fabric manager, NVLink topology, NIC affinity; their tag a `racklift` config context
+with the OS image), so their NetBox records are complete for the pipeline's preflight and their
+verify is a GPU server's. Failure cases, each a per-host error
 and `failed` in NetBox: a wrong BMC password (a host var from an extra inventory source), a BMC
 that does not answer (the OOB IP moved to an address where nothing listens), a NIC whose MAC is
 not NetBox's (short DHCP timeout), a BIOS attribute pinned that the BMC reports otherwise
@@ -233,9 +235,14 @@ def test_new_vm_from_power_off_to_the_pool_while_bmc_and_mac_failures_stay_per_h
         assert transition in journal, (transition, journal)
     joined = next(h for h in result.hosts if h.name == new_vm.name)
     assert joined.verdict is not None and joined.verdict.passed
-    passed = {c.name for c in joined.verdict.checks if c.status == "OK"}
+    passed = {c.name: c.detail for c in joined.verdict.checks if c.status == "OK"}
     assert {"containers.registry_mirror", "gpu.ecc", "ib.links", "kernel.gpu_errors",
-            "disk.space"} <= passed, joined.verdict.checks
+            "disk.space", "gpu.fabric_manager"} <= set(passed), joined.verdict.checks
+    # The device type's NVSwitch board: the driver role installed fabric manager, the gate
+    # found it running; every tool the board's links and cables are read from answered.
+    assert passed["gpu.fabric_manager"] == "nvidia-fabricmanager active"
+    assert passed["ib.links"] == f"{vrack.VM_GPUS} ports Active/LinkUp"
+    assert joined.verdict.not_collected == (), joined.verdict.not_collected
     report = json.loads((Path(result.run_dir) / "report.json").read_text())
     stage_seconds = next(h for h in report["hosts"] if h["host"] == new_vm.name)["stage_seconds"]
     assert set(stage_seconds) == {"image", "configure", "verify"}, stage_seconds
@@ -283,6 +290,7 @@ DROP_NVIDIA_RUNTIME = (
     f"d = json.load(open('{DAEMON_JSON}')); d.pop('runtimes'); d['default-runtime'] = 'runc'; "
     f"json.dump(d, open('{DAEMON_JSON}', 'w'))\" && systemctl restart docker")
 RESTORE_RUNTIME = f"mv {DAEMON_JSON}.before-test {DAEMON_JSON} && systemctl restart docker"
+FABRIC_MANAGER = "nvidia-fabricmanager"
 MIRROR_UNIT = "racklift-registry-mirror@dockerhub"
 RESTART = 300  # seconds for Docker's restart under TCG on a loaded machine (about 20 s idle)
 
@@ -291,32 +299,55 @@ def _checks_failed(verdict) -> dict[str, str]:
     return {f.split(":")[0]: f for f in verdict.failures}
 
 
+def _move_cable(netbox, interface: dict, to: int) -> int:
+    """Move the far end of the cable on `interface` to interface `to` (a cable moved in NetBox
+    and not on the floor); returns the interface it was on."""
+    (cable,) = netbox.get_all("dcim/cables", {"interface_id": interface["id"]})
+    near_a = any(t["object_id"] == interface["id"] for t in cable["a_terminations"])
+    far = "b_terminations" if near_a else "a_terminations"
+    netbox.update("dcim/cables", [{"id": cable["id"], far: [
+        {"object_type": "dcim.interface", "object_id": to}]}])
+    return int(cable[far][0]["object_id"])
+
+
 def test_faults_on_the_pool_vm_fail_it_on_their_own_check(netbox, rack):
     """The VM the whole run put in the pool, verified again as an operator checks pool hosts
     (`verify`, active hosts marked failed): (a) NetBox asks for a driver release the host does
-    not run while Docker lost its nvidia runtime: two failures, each on its own check; (b) both
-    healed and the rack's registry mirror stopped: the container check alone fails, naming the
-    mirror. The mirror is started again after."""
+    not run, Docker lost its nvidia runtime, fabric manager stopped on the NVSwitch board, and
+    NetBox has an HCA's cable on another leaf port: four failures, each on its own check;
+    (b) all healed and the rack's registry mirror stopped: the container check alone fails,
+    naming the mirror. The mirror is started again after."""
     vm = rack.vms[0]
     device = _device(netbox, vm.name)
     assert device["status"]["value"] == "active"  # the whole run's (the test above)
     select = Selection(names=(vm.name,))
-    out = _ssh(vm.address, DROP_NVIDIA_RUNTIME, timeout=RESTART)
+    out = _ssh(vm.address, f"systemctl stop {FABRIC_MANAGER} && {DROP_NVIDIA_RUNTIME}",
+               timeout=RESTART)
     assert out.returncode == 0, out.stderr
     netbox.update("dcim/devices", [{"id": device["id"], "local_context_data": {
         CONTEXT_KEY: {"nvidia_driver": {"version": OTHER_DRIVER}}}}])
+    (port,) = netbox.get_all("dcim/interfaces", {"device_id": device["id"], "name": "mlx5_1"})
+    leaf = port["link_peers"][0]["device"]["name"]
+    (spare,) = netbox.get_all("dcim/interfaces", {"device": leaf, "name": "p9"})
+    was = _move_cable(netbox, port, spare["id"])
     try:
         (verdict,) = verify(netbox, select, mark_active_failed=True,
                             extravars=OPTIONS.extravars).verdicts
     finally:
         netbox.update("dcim/devices", [{"id": device["id"],
                                         "local_context_data": device["local_context_data"]}])
-        restored = _ssh(vm.address, RESTORE_RUNTIME, timeout=RESTART)
+        _move_cable(netbox, port, was)
+        restored = _ssh(vm.address, f"{RESTORE_RUNTIME} && systemctl start {FABRIC_MANAGER}",
+                        timeout=RESTART)
     failed = _checks_failed(verdict)
-    assert set(failed) == {"software.nvidia_driver", "containers.registry_mirror"}, failed
+    assert set(failed) == {"software.nvidia_driver", "containers.registry_mirror",
+                           "gpu.fabric_manager", "cable.wrong_peer[mlx5_1]"}, failed
     assert f"expected {OTHER_DRIVER!r}, observed '550.127.08'" in failed["software.nvidia_driver"]
     assert "the engine has no nvidia runtime (its runtimes: " in \
         failed["containers.registry_mirror"]
+    assert f"{FABRIC_MANAGER} is inactive: NVSwitch systems" in failed["gpu.fabric_manager"]
+    assert f"expected '{leaf} p9', observed 'MF0;{leaf}:MQM9700/U1" in \
+        failed["cable.wrong_peer[mlx5_1]"]
     assert _device(netbox, vm.name)["status"]["value"] == "failed"
     assert restored.returncode == 0, restored.stderr
 

@@ -14,6 +14,7 @@ import requests
 
 from helpers import BIN, REPO
 from racklift.lab import hosts, tags, vrack, vrack_uplink
+from racklift.lab.vrack.layout import ib_leaves, ib_links
 from racklift.netbox.reader import Selection, read_hosts
 
 pytestmark = pytest.mark.vm
@@ -49,6 +50,13 @@ def test_vms_are_planned_devices_with_mac_ip_and_bmc(netbox, rack):
     assert {tags.LAB, tags.VM, tags.PROV} <= set(host.tags)
     assert not [p for p in host.problems if p.field in ("serial", "oob_ip", "primary_ip4")]
     assert vrack.domains(RACK) == {vm.name: "shut off"}  # racks arrive powered off
+    # A GPU server's record: its GPUs, the board's hardware context on its device type, and
+    # each HCA port cabled to its rail's leaf, as the VM's emulated fabric has it.
+    assert len(host.gpus) == vrack.VM_GPUS
+    assert host.desired is not None and host.desired.hardware.nvswitch
+    assert host.desired.hardware.gpu_link == "NV18"
+    assert {i.name: (i.peer.device, i.peer.port) for i in host.interfaces if i.peer} == \
+        ib_links(RACK, vm.slot)
 
 
 def test_boot_server_is_an_active_device_at_the_bridge_address(netbox, rack):
@@ -149,9 +157,13 @@ def test_the_bmc_answers_over_tls_with_the_lab_ca_and_wants_credentials(rack):
 
 def test_up_again_converges(netbox, rack):
     devices = netbox.count("dcim/devices", {"rack": "V91"})
+    cables = netbox.count("dcim/cables", {"site": RACK.site, "rack": RACK.rack})
     again = vrack.up(netbox, 1, RACK)
     assert (again.created_vms, again.started_emulators) == (0, 0)
-    assert netbox.count("dcim/devices", {"rack": "V91"}) == devices == 2
+    # The VM, the boot server and a leaf per rail; a cable per HCA port.
+    assert netbox.count("dcim/devices", {"rack": "V91"}) == devices == 2 + vrack.VM_GPUS
+    assert netbox.count("dcim/cables", {"site": RACK.site, "rack": RACK.rack}) == cables == \
+        vrack.VM_GPUS
     assert again.seconds < 30
 
 
@@ -170,13 +182,18 @@ def test_down_leaves_nothing_behind(netbox, rack):
     vm = rack.vms[0]
     emulator = int((vrack.vm_dir(RACK, vm.name) / "bmc.pid").read_text())
     uplink = int((vrack.vrack_dir(RACK) / "uplink.pid").read_text())
+    cables = [c["id"] for c in netbox.get_all("dcim/cables", {"site": RACK.site,
+                                                              "rack": RACK.rack})]
+    assert cables
     vrack.down(netbox, RACK)
     assert not Path(f"/run/netns/{RACK.netns}").exists()
     assert not vrack.boot_server_containers(RACK)
     assert not Path(f"/proc/{emulator}").exists() and not Path(f"/proc/{uplink}").exists()
     assert not Path(f"/etc/libvirt/qemu/{vm.name}.xml").exists()  # undefined, not just off
     assert vrack.virsh("version", check=False).returncode != 0  # libvirtd stopped with it
-    assert netbox.count("dcim/devices", {"name": [vm.name, RACK.boot_server]}) == 0
+    assert netbox.count("dcim/devices", {"name": [vm.name, RACK.boot_server,
+                                                  *ib_leaves(RACK)]}) == 0
+    assert netbox.count("dcim/cables", {"id": cables}) == 0
     assert netbox.count("ipam/ip-addresses", {"address": [vm.ip, "10.91.0.1/24"]}) == 0
     assert netbox.count("dcim/racks", {"name": RACK.rack}) == 0
     assert not vrack.vrack_dir(RACK).exists()

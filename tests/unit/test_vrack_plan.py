@@ -5,15 +5,22 @@ from __future__ import annotations
 
 import ipaddress
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 import jinja2
 import pytest
 import yaml
 
+import emulated
 from helpers import REPO
 from racklift.errors import LabError
+from racklift.facts.host import from_bundle
 from racklift.lab import hosts, vrack
+from racklift.lab.vrack.layout import VM_GPUS, ib_leaves, ib_links
+from racklift.lab.vrack.vms import vm_profile
+from racklift.netbox.expected import ExpectedInterface, LinkPeer
+from racklift.verify.compare import compare
 
 RACK = vrack.Vrack("rltest-prov", "rltest0", ipaddress.ip_network("10.91.0.0/24"),
                    ipaddress.ip_network("fd52:4c91::/64"), ipaddress.ip_network("127.0.78.0/24"),
@@ -85,3 +92,34 @@ def test_group_vars_proxy_command_is_the_labs():
     assert f'ProxyCommand="{vrack.proxy_command(vrack.LAB)}"' in args
 
 
+
+
+def _hardware_findings(vm: vrack.VmPlan, profile) -> list[str]:
+    """What the gate finds in the board's links and cables of a VM with this hardware, against
+    the VM's record: the lab GPU server type's hardware context and the cables register()
+    records (ib_links)."""
+    lab = emulated.expected_host()
+    expected = replace(lab, name=vm.name, gpus=lab.gpus[:VM_GPUS], interfaces=tuple(
+        ExpectedInterface(port, "infiniband-ndr", False, True, None, (), LinkPeer(*peer))
+        for port, peer in ib_links(RACK, vm.slot).items()))
+    return [str(m) for m in compare(expected, from_bundle(emulated.bundle(profile)))
+            if m.field.startswith(("cable", "topology", "nvlink"))]
+
+
+def test_each_vm_has_a_gpu_server_s_board_and_rail_cables_that_match_its_record():
+    """A VM's healthy profile, read through the real tools' formats, has VM_GPUS GPUs joined
+    as the HGX board of the device type's context is (NV18, 18 NVLinks each, each GPU's HCA
+    behind its PCIe switch), and its HCA ports reach the rack's rail leaves where NetBox's
+    cables say: the gate finds nothing. Another VM's profile in its place: every cable is
+    on the wrong port."""
+    first, second = vrack.plan(2, RACK)
+    assert ib_leaves(RACK) == ["ib-leaf-v91-0", "ib-leaf-v91-1"]
+    assert ib_links(RACK, 1) == {"mlx5_0": ("ib-leaf-v91-0", "p2"),
+                                 "mlx5_1": ("ib-leaf-v91-1", "p2")}
+    for vm in (first, second):
+        profile = vm_profile(RACK, vm)
+        assert len(profile.gpus) == len(profile.hcas) == VM_GPUS == 2
+        assert _hardware_findings(vm, profile) == []
+    swapped = _hardware_findings(second, vm_profile(RACK, first))
+    assert [f.split(":")[0] for f in swapped] == ["cable.wrong_peer[mlx5_0]",
+                                                  "cable.wrong_peer[mlx5_1]"], swapped

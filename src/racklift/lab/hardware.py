@@ -35,10 +35,10 @@ def save(profile: hwemu.Profile, net: LabNet = LAB) -> None:
     path.write_text(json.dumps(profile.to_dict(), indent=2) + "\n")
 
 
-def ib_cables(host: seed.HostPlan) -> dict[str, list]:
-    """The host's planned HCA cables as the emulated fabric takes them: CA → [leaf, port
-    number] (a leaf port's number is its name's, p1 to p64)."""
-    return {ca: [switch, int(port.removeprefix("p"))] for ca, (switch, port) in host.links.items()
+def ib_cables(links: Mapping[str, tuple[str, str]]) -> dict[str, list]:
+    """A host's planned HCA cables (its plan's links) as the emulated fabric takes them:
+    CA → [leaf, port number] (a leaf port's number is its name's, p1 to p64)."""
+    return {ca: [switch, int(port.removeprefix("p"))] for ca, (switch, port) in links.items()
             if ca in seed.IB_PORTS}
 
 
@@ -49,7 +49,7 @@ def ensure_profiles(hosts: Iterable[seed.HostPlan], net: LabNet = LAB) -> list[s
     for number, host in enumerate(hosts, start=1):
         if not profile_path(host.name, net).exists():
             save(hwemu.cabled(hwemu.generate_profile(host.name, host.serial, seed=number),
-                              ib_cables(host)), net)
+                              ib_cables(host.links)), net)
             new.append(host.name)
     return new
 

@@ -18,6 +18,7 @@ from typing import Any
 from racklift.lab import tags as lab_tags
 from racklift.netbox.bootstrap import ROLE_GPU_SERVER, bootstrap
 from racklift.netbox.client import NetBox
+from racklift.netbox.desired import ROLE_LEAF_SWITCH
 from racklift.netbox.expected import CONTEXT_KEY, GPU_ROLE
 
 ORM_SCRIPT = Path(__file__).with_name("orm_seed.py")
@@ -67,7 +68,7 @@ DESIRED_SOFTWARE: dict[str, Any] = {
 # InfiniBand is rail-optimised, as in NVIDIA's reference designs: the hosts of a rail group
 # (a scalable unit) share one leaf per rail, and HCA i of every host goes to leaf i.
 RAIL_GROUP = 32
-SWITCH_ROLE = "leaf-switch"
+SWITCH_ROLE = ROLE_LEAF_SWITCH
 SWITCH_PORTS = 64
 SWITCH_TYPES: dict[str, dict[str, Any]] = {
     "ethernet": {"model": "MSN4600C", "slug": "nvidia-msn4600c", "port": "swp{}",
@@ -217,12 +218,22 @@ def _ensure_device_type(netbox: NetBox) -> int:
             {"device_type": device_type["id"], "name": g["name"], "role": gpu_role["id"],
              "manufacturer": nvidia["id"], "part_id": g["part_id"]}
             for g in DEVICE_TYPE["gpus"]])
-    name = f"racklift hardware: {DEVICE_TYPE['model']}"
-    netbox.get_or_create("extras/config-contexts", {"name": name}, {
-        "weight": 500, "device_types": [device_type["id"]],
-        "data": {CONTEXT_KEY: {"hardware": DEVICE_TYPE["hardware"]}},
-        "description": "What the device type has that the node roles must know (racklift)"})
+    ensure_hardware_context(netbox, int(device_type["id"]), DEVICE_TYPE["model"],
+                            DEVICE_TYPE["hardware"])
     return int(device_type["id"])
+
+
+def ensure_hardware_context(netbox: NetBox, device_type_id: int, model: str,
+                            hardware: dict[str, Any]) -> None:
+    """A config context on the device type with what its board has (racklift.hardware), where
+    the node roles and the gate read it; brought to `hardware` if it says otherwise."""
+    data = {CONTEXT_KEY: {"hardware": hardware}}
+    context, created = netbox.get_or_create("extras/config-contexts",
+                                            {"name": f"racklift hardware: {model}"}, {
+        "weight": 500, "device_types": [device_type_id], "data": data,
+        "description": "What the device type has that the node roles must know (racklift)"})
+    if not created and context["data"] != data:
+        netbox.update("extras/config-contexts", [{"id": context["id"], "data": data}])
 
 
 def _ensure_switch_types(netbox: NetBox) -> dict[str, int]:
@@ -267,9 +278,7 @@ def apply(netbox: NetBox, seed: SeedPlan,
     tag = {"slug": lab_tags.LAB}
     device_tags = [{"slug": t} for t in seed.tags]
     type_id = _ensure_device_type(netbox)
-    switch_types = _ensure_switch_types(netbox) if seed.switches else {}
-    switch_role, _ = netbox.get_or_create("dcim/device-roles", {"slug": SWITCH_ROLE},
-                                          {"name": "Leaf switch", "color": "2196f3"})
+    switch_types, switch_role = _switch_kinds(netbox, seed)
     for net, desc in ((PROVISIONING_NET, "GPU server provisioning"), (OOB_NET, "BMC / OOB")):
         netbox.get_or_create("ipam/prefixes", {"prefix": str(net)},
                              {"description": desc, "status": "active", "tags": [tag]})
@@ -292,7 +301,7 @@ def apply(netbox: NetBox, seed: SeedPlan,
             "lab_tag_id": tag_ids[lab_tags.LAB],
             "provisioning_interface": PROVISIONING, "bmc_interface": BMC, "status": seed.status,
             "racks": list(seed.racks), "hosts": [asdict(h) for h in seed.hosts],
-            "switch_role_id": switch_role["id"], "switch_types": switch_types,
+            "switch_role_id": switch_role, "switch_types": switch_types,
             "switches": [asdict(s) for s in seed.switches]})
         for what, count in result["created"].items():
             report.add(what, count, 0.0)
@@ -327,15 +336,9 @@ def apply(netbox: NetBox, seed: SeedPlan,
         return len(new)
 
     def make_switches() -> int:
-        existing = {d["name"]: d["id"] for d in netbox.get_all(
-            "dcim/devices", {"site_id": site["id"], "role": SWITCH_ROLE}, fields=("id", "name"))}
-        new = netbox.create("dcim/devices", [
-            {"name": s.name, "device_type": switch_types[s.kind], "role": switch_role["id"],
-             "site": site["id"], "rack": racks[s.rack], "status": "active", "tags": [tag]}
-            for s in seed.switches if s.name not in existing])
-        switches.update(existing)
-        switches.update({d["name"]: d["id"] for d in new})
-        return len(new)
+        found, created = ensure_switches(netbox, seed, site["id"], racks)
+        switches.update(found)
+        return created
 
     switches: dict[str, int] = {}
     step("racks", make_racks)
@@ -343,11 +346,33 @@ def apply(netbox: NetBox, seed: SeedPlan,
     step("switches", make_switches)
     step("mac addresses", lambda: _assign_macs(netbox, seed, devices))
     step("ip addresses", lambda: _assign_ips(netbox, seed, devices))
-    step("cables", lambda: _cable(netbox, seed, devices, switches))
+    step("cables", lambda: cable(netbox, seed, devices, switches))
     return report
 
 
-def _cable(netbox: NetBox, seed: SeedPlan, devices: dict[str, int],
+def _switch_kinds(netbox: NetBox, seed: SeedPlan) -> tuple[dict[str, int], int]:
+    """The switch device types the plan's links need (kind → id) and the leaf role's id."""
+    types = _ensure_switch_types(netbox) if seed.switches else {}
+    # The role is bootstrap's (apply and the virtual rack's register run it first).
+    (role,) = netbox.get_all("dcim/device-roles", {"slug": SWITCH_ROLE}, fields=("id",))
+    return types, int(role["id"])
+
+
+def ensure_switches(netbox: NetBox, seed: SeedPlan, site_id: int,
+                    racks: dict[str, int]) -> tuple[dict[str, int], int]:
+    """The switches the plan's links name, as lab-tagged devices in their racks: their ids
+    by name, and how many were created."""
+    types, role = _switch_kinds(netbox, seed)
+    existing = {d["name"]: d["id"] for d in netbox.get_all(
+        "dcim/devices", {"site_id": site_id, "role": SWITCH_ROLE}, fields=("id", "name"))}
+    new = netbox.create("dcim/devices", [
+        {"name": s.name, "device_type": types[s.kind], "role": role, "site": site_id,
+         "rack": racks[s.rack], "status": "active", "tags": [{"slug": lab_tags.LAB}]}
+        for s in seed.switches if s.name not in existing])
+    return {**existing, **{d["name"]: d["id"] for d in new}}, len(new)
+
+
+def cable(netbox: NetBox, seed: SeedPlan, devices: dict[str, int],
            switches: dict[str, int]) -> int:
     """A cable for each planned link whose host port has none yet."""
     ports = _interface_ids(netbox, {**devices, **switches})

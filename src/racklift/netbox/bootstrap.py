@@ -7,7 +7,7 @@ from typing import Any
 
 from racklift.errors import RackliftError
 from racklift.netbox.client import NetBox
-from racklift.netbox.desired import CONTEXT_KEY, has_software
+from racklift.netbox.desired import CONTEXT_KEY, ROLE_LEAF_SWITCH, has_software
 from racklift.netbox.expected import GPU_ROLE
 from racklift.netbox.overrides import Override, overrides
 
@@ -21,6 +21,10 @@ REQUIREMENTS: tuple[tuple[str, dict[str, Any], dict[str, Any]], ...] = (
       "description": "Provisioned and verified by racklift"}),
     ("dcim/device-roles", {"slug": ROLE_GPU_SERVER},
      {"name": "GPU server", "color": "4caf50", "vm_role": False}),
+    # The default of racklift.cabling.switch_roles: `verify --record-cables` takes a far end
+    # only among these devices.
+    ("dcim/device-roles", {"slug": ROLE_LEAF_SWITCH},
+     {"name": "Leaf switch", "color": "2196f3", "vm_role": False}),
     ("dcim/inventory-item-roles", {"slug": GPU_ROLE},
      {"name": "GPU", "color": "8bc34a"}),
     ("extras/custom-fields", {"name": "racklift_image"},

@@ -21,6 +21,8 @@ from racklift.imaging.deploy_data import DISK_HINT, IMAGE_NAME_RE, disk_identity
 from racklift.imaging.diskimage import IMAGE_NAME
 
 CONTEXT_KEY = "racklift"  # where the desired state lives in a device's rendered config context
+# The device role netbox.bootstrap makes for the switches GPU servers are cabled to.
+ROLE_LEAF_SWITCH = "leaf-switch"
 FIELD_PREFIX = f"config_context.{CONTEXT_KEY}"
 # What the device type (`hardware`, its firmware and BIOS pins: racklift.bmc.firmware) or the
 # device itself (`os_disk`) records: not desired software, so no context for the host's role,
@@ -205,8 +207,9 @@ class Cabling:
     # The device roles (slugs) of the switches the hosts' ports are cabled to: `verify
     # --record-cables` takes a far end only among the devices of these roles in the host's own
     # site, so a host naming another server (or a switch elsewhere) gets no cable to it. The
-    # default is the role of the switches the lab seeds; [] records no cable.
-    switch_roles: tuple[str, ...] = setting(("leaf-switch",), Rule(
+    # default is the role netbox.bootstrap makes (the lab seeds its switches with it); []
+    # records no cable.
+    switch_roles: tuple[str, ...] = setting((ROLE_LEAF_SWITCH,), Rule(
         lambda v: isinstance(v, list) and len(v) <= 32
         and all(isinstance(s, str) and _SLUG.fullmatch(s) for s in v),
         "set it to a list of at most 32 device role slugs of the switches hosts are cabled "

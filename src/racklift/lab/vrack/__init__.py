@@ -30,12 +30,15 @@ registered in NetBox. Lab only.
   registry_mirror role (TLS from racklift's CA) in front of a stand-in for Docker Hub
   (playbooks/lab_registry_upstream.yml) holding one small image, so the gate's GPU-container
   check pulls through a real pull-through cache.
-- Emulated hardware: each VM has a profile (one GPU, one HCA port, its serial) kept in its
-  state dir; the lab_hardware role, first in the VMs' `racklift_roles`
-  (inventory/group_vars/tag_racklift_lab_vm.yml), installs it on the imaged VM.
+- Emulated hardware: each VM has a profile (two GPUs on an NVSwitch board, an HCA port each
+  cabled to the rack's rail leaves, its serial) kept in its state dir; the lab_hardware role,
+  first in the VMs' `racklift_roles` (inventory/group_vars/tag_racklift_lab_vm.yml), installs
+  it on the imaged VM.
 - NetBox: each VM a device (status planned, serial, provisioning MAC, primary IP = the address
-  the boot server's DHCP will give it, OOB IP = its emulator's address), the boot server a
-  device (status active, primary IP = the bridge's address).
+  the boot server's DHCP will give it, OOB IP = its emulator's address) of a device type with
+  a GPU server's hardware context (NVSwitch, NVLink topology, NIC affinity), its InfiniBand
+  ports cabled to one leaf switch per rail; the boot server a device (status active, primary
+  IP = the bridge's address).
 
 `up()` converges (re-run: nothing new; fewer VMs: the extra ones go), `down()` removes exactly
 what `up()` made (the shared vocabulary stays: tags, roles, device types, as bootstrap's do).
@@ -51,6 +54,7 @@ from racklift.lab.vrack.layout import (
     LAB,
     OVMF_CODE,
     OVMF_VARS,
+    VM_GPUS,
     VM_NIC,
     VmPlan,
     Vrack,
@@ -71,6 +75,7 @@ __all__ = [
     "LAB",
     "OVMF_CODE",
     "OVMF_VARS",
+    "VM_GPUS",
     "VM_NIC",
     "VmPlan",
     "Vrack",

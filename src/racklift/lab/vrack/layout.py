@@ -45,6 +45,11 @@ VM_NIC = "enp1s0"  # the VMs' NIC as the OS names it (virtio on the first PCIe p
 VM_CONTEXT_WEIGHT = 2000  # over the GPU servers' context (racklift.lab.seed)
 
 
+# GPUs per VM, with one InfiniBand port each on its own rail: the least that has GPU pairs
+# (NVLink topology) and rails (a leaf per rail) for the gate to check.
+VM_GPUS = 2
+
+
 @dataclass(frozen=True)
 class Vrack:
     """One virtual rack: its namespace, networks and names. The tests run their own."""
@@ -96,6 +101,7 @@ class VmPlan:
     mac: str
     ip: str  # address/prefix the boot server's DHCP gives it
     bmc: str  # the emulator's loopback address
+    slot: int  # 0-based, in the rack
 
     @property
     def address(self) -> str:
@@ -115,8 +121,18 @@ def plan(count: int, rack: Vrack = LAB) -> tuple[VmPlan, ...]:
             serial=f"VM{rack.rack}{slot + 1:04d}",
             mac=seed.mac_for(rack.mac_base + slot, 1),
             ip=f"{rack.subnet.network_address + hosts.FIRST_HOST + slot}/{rack.subnet.prefixlen}",
-            bmc=str(rack.bmc_net.network_address + 1 + slot)))
+            bmc=str(rack.bmc_net.network_address + 1 + slot), slot=slot))
     return tuple(vms)
+
+
+def ib_links(rack: Vrack, slot: int) -> dict[str, tuple[str, str]]:
+    """The HCA ports of the VM in `slot` to the rack's rail leaves (HCA i to leaf i, the VM's
+    port on each its slot's), as the seed cables a rail group, the rack being the group."""
+    return dict(list(seed.ib_links(rack.rack.lower(), slot).items())[:VM_GPUS])
+
+
+def ib_leaves(rack: Vrack) -> list[str]:
+    return sorted({switch for switch, _ in ib_links(rack, 0).values()})
 
 
 def proxy_command(rack: Vrack = LAB) -> str:

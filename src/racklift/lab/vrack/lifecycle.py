@@ -11,7 +11,7 @@ from pathlib import Path
 from racklift import podman
 from racklift.lab.vrack.bmc import _auth_file, _emulator_pid, _ensure_ca, _ensure_emulator
 from racklift.lab.vrack.commands import _alive_pid, _in_our_ns, _netns_path, _run, _stop, _terminate
-from racklift.lab.vrack.layout import BMC_PORT, LAB, VmPlan, Vrack, plan, vrack_dir
+from racklift.lab.vrack.layout import BMC_PORT, LAB, VmPlan, Vrack, ib_leaves, plan, vrack_dir
 from racklift.lab.vrack.network import (
     LIBVIRTD_PID,
     UPLINK,
@@ -138,7 +138,7 @@ def down(netbox: NetBox | None, rack: Vrack = LAB) -> VrackDown:
         _run("ip", "netns", "del", rack.netns)
     devices = 0
     if netbox is not None:
-        devices = _unregister(netbox, [*names, rack.boot_server])
+        devices = _unregister(netbox, [*names, rack.boot_server, *ib_leaves(rack)])
         _unregister_rack(netbox, rack)
     # The state names what to remove from NetBox: kept until NetBox is clean too.
     if netbox is not None or not _state(rack).get("registered"):

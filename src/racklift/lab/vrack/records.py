@@ -11,15 +11,19 @@ from racklift.lab.vrack.layout import (
     BOOT_SERVER_TYPE,
     ROLE_BOOT_SERVER,
     VM_CONTEXT_WEIGHT,
+    VM_GPUS,
     VM_NIC,
     VM_TYPE,
     VmPlan,
     Vrack,
+    ib_links,
 )
 from racklift.lab.vrack.services import mirror_url
 from racklift.netbox.bootstrap import ROLE_GPU_SERVER, bootstrap
 from racklift.netbox.client import NetBox
 from racklift.netbox.expected import CONTEXT_KEY, GPU_ROLE
+
+VM_IB_PORTS = seed.IB_PORTS[:VM_GPUS]
 
 
 def _ensure_types(netbox: NetBox) -> dict[str, int]:
@@ -49,16 +53,29 @@ def _ensure_types(netbox: NetBox) -> dict[str, int]:
 
 
 def _drop_stale_vms(netbox: NetBox, vms: tuple[VmPlan, ...]) -> None:
-    """VM devices an older racklift registered without the NIC the OS names (VM_NIC) go, so
-    they are registered again as `up` registers them now."""
+    """VM devices an older racklift registered without an interface the type has now (the NIC
+    the OS names, VM_NIC; the InfiniBand ports) go, so they are registered again as `up`
+    registers them now: templates reach only devices created after them."""
     found = netbox.get_all("dcim/devices", {"tag": tags.VM, "name": [vm.name for vm in vms]},
                            fields=("id",))
     if not found:
         return
-    named = {i["device"]["id"] for i in netbox.get_all(
-        "dcim/interfaces", {"device_id": [d["id"] for d in found], "name": VM_NIC},
-        fields=("id", "device"))}
-    netbox.delete("dcim/devices", [d["id"] for d in found if d["id"] not in named])
+    wanted = [VM_NIC, *VM_IB_PORTS]
+    have: dict[int, int] = {}
+    for iface in netbox.get_all("dcim/interfaces", {"device_id": [d["id"] for d in found],
+                                                    "name": wanted}, fields=("id", "device")):
+        have[iface["device"]["id"]] = have.get(iface["device"]["id"], 0) + 1
+    stale = [d["id"] for d in found if have.get(d["id"], 0) < len(wanted)]
+    _delete_cables(netbox, stale)
+    netbox.delete("dcim/devices", stale)
+
+
+def _delete_cables(netbox: NetBox, device_ids: list[int]) -> None:
+    """The lab's cables on these devices, which go before the devices do: NetBox keeps a
+    cable whose one end is deleted."""
+    if device_ids:
+        netbox.delete("dcim/cables", [c["id"] for c in netbox.get_all(
+            "dcim/cables", {"device_id": device_ids, "tag": tags.LAB}, fields=("id",))])
 
 
 def _ensure_devices(netbox: NetBox, wanted: list[dict]) -> dict[str, int]:
@@ -87,21 +104,25 @@ def vm_software(rack: Vrack) -> dict[str, Any]:
 
 def _stand_in_for_gpu_servers(netbox: NetBox, rack: Vrack, device_type_id: int) -> None:
     """What a GPU server's record has and a VM's would lack, so the pipeline takes the VMs as
-    the GPU servers they stand in for: one GPU and one InfiniBand port template on their device
-    type (the lab emulates both on the VM), and a `racklift` config context (vm_software)."""
-    port = seed.IB_PORTS[0]
-    netbox.get_or_create("dcim/interface-templates",
-                         {"device_type_id": device_type_id, "name": port},
-                         {"device_type": device_type_id, "name": port,
-                          "type": "infiniband-ndr"})
+    the GPU servers they stand in for: VM_GPUS GPUs and as many InfiniBand port templates on
+    their device type (the lab emulates both on the VM), the hardware context of the lab's
+    GPU server type (NVSwitch, NVLink topology, NIC affinity), and a `racklift` config context
+    (vm_software)."""
     # The GPU role is bootstrap's (register runs it first).
     gpu_role = netbox.get_all("dcim/inventory-item-roles", {"slug": GPU_ROLE})[0]
     maker, _ = netbox.get_or_create("dcim/manufacturers", {"slug": "nvidia"},
                                     {"name": "NVIDIA"})
-    netbox.get_or_create("dcim/inventory-item-templates",
-                         {"device_type_id": device_type_id, "name": "GPU0"},
-                         {"device_type": device_type_id, "name": "GPU0", "role": gpu_role["id"],
-                          "manufacturer": maker["id"], "part_id": seed.GPU_PART})
+    for number, port in enumerate(VM_IB_PORTS):
+        netbox.get_or_create("dcim/interface-templates",
+                             {"device_type_id": device_type_id, "name": port},
+                             {"device_type": device_type_id, "name": port,
+                              "type": "infiniband-ndr"})
+        netbox.get_or_create("dcim/inventory-item-templates",
+                             {"device_type_id": device_type_id, "name": f"GPU{number}"},
+                             {"device_type": device_type_id, "name": f"GPU{number}",
+                              "role": gpu_role["id"], "manufacturer": maker["id"],
+                              "part_id": seed.GPU_PART})
+    seed.ensure_hardware_context(netbox, device_type_id, VM_TYPE, seed.DEVICE_TYPE["hardware"])
     data = {CONTEXT_KEY: vm_software(rack)}
     context, _ = netbox.get_or_create("extras/config-contexts", {"name": "racklift-lab-vm"},
                                       {"name": "racklift-lab-vm", "tags": [tags.VM],
@@ -139,10 +160,13 @@ def register(netbox: NetBox, rack: Vrack, vms: tuple[VmPlan, ...]) -> dict[str, 
     plan_ = seed.SeedPlan(site=rack.site, racks=(rack.rack,), hosts=tuple(
         seed.HostPlan(name=vm.name, rack=rack.rack, position=None, serial=vm.serial,
                       asset_tag="", macs={VM_NIC: vm.mac}, primary_ip=vm.ip,
-                      oob_ip=f"{vm.bmc}/32") for vm in vms), provisioning_interface=VM_NIC)
+                      oob_ip=f"{vm.bmc}/32", links=ib_links(rack, vm.slot))
+        for vm in vms), provisioning_interface=VM_NIC)
     vm_ids = {vm.name: devices[vm.name] for vm in vms}
     seed._assign_macs(netbox, plan_, vm_ids)
     seed._assign_ips(netbox, plan_, vm_ids)
+    switches, _ = seed.ensure_switches(netbox, plan_, site["id"], {rack.rack: nb_rack["id"]})
+    seed.cable(netbox, plan_, vm_ids, switches)
     _ensure_boot_server_ip(netbox, rack, devices[rack.boot_server])
     return devices
 
@@ -162,8 +186,10 @@ def _unregister(netbox: NetBox, names: list[str]) -> int:
     if not names or netbox.count("extras/tags", {"slug": tags.LAB}) == 0:
         return 0
     # Only devices the lab tagged, under the names this rack gave them.
-    devices = netbox.get_all("dcim/devices", {"tag": tags.LAB, "name": names}, fields=("id",))
-    netbox.delete("dcim/devices", [d["id"] for d in devices])
+    devices = [d["id"] for d in netbox.get_all("dcim/devices", {"tag": tags.LAB, "name": names},
+                                               fields=("id",))]
+    _delete_cables(netbox, devices)
+    netbox.delete("dcim/devices", devices)
     return len(devices)
 
 

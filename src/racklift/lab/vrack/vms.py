@@ -10,17 +10,19 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from racklift.errors import LabError
-from racklift.lab import hwemu
+from racklift.lab import hardware, hwemu
 from racklift.lab.vrack.bmc import SUSHY
 from racklift.lab.vrack.commands import _alive_pid, _run, _terminate, virsh
 from racklift.lab.vrack.layout import (
     FIRMWARES,
     OVMF_CODE,
     OVMF_VARS,
+    VM_GPUS,
     VM_TYPE,
     VmPlan,
     Vrack,
     console_log,
+    ib_links,
     vm_dir,
 )
 from racklift.lab.vrack.network import LIBVIRTD_PID
@@ -132,18 +134,24 @@ def profile_path(rack: Vrack, name: str) -> Path:
     return vm_dir(rack, name) / "hardware.json"
 
 
-def vm_profile(vm: VmPlan, number: int) -> hwemu.Profile:
-    """A healthy host as the VM's device type has it in NetBox: one GPU, one InfiniBand port."""
-    full = hwemu.generate_profile(vm.name, vm.serial, seed=number)
-    return replace(full, gpus=full.gpus[:1], hcas=full.hcas[:1])
+def vm_profile(rack: Vrack, vm: VmPlan) -> hwemu.Profile:
+    """A healthy host as the VM's device type has it in NetBox: VM_GPUS GPUs on an NVLink
+    board, an InfiniBand port each, cabled to the rack's rail leaves."""
+    full = hwemu.generate_profile(vm.name, vm.serial, seed=vm.slot + 1)
+    return hwemu.cabled(replace(full, gpus=full.gpus[:VM_GPUS], hcas=full.hcas[:VM_GPUS]),
+                        hardware.ib_cables(ib_links(rack, vm.slot)))
 
 
 def _ensure_profiles(rack: Vrack, vms: tuple[VmPlan, ...]) -> None:
-    for number, vm in enumerate(vms, start=1):
+    """Each VM's healthy profile, where it has none or one cabled otherwise (an older
+    racklift's, of another shape); a profile of the same plan is kept."""
+    for vm in vms:
         path = profile_path(rack, vm.name)
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(vm_profile(vm, number).to_json())
+        healthy = vm_profile(rack, vm)
+        if path.exists() and hwemu.Profile.from_json(path.read_text()).cables == healthy.cables:
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(healthy.to_json())
 
 
 def set_vm_mac(rack: Vrack, name: str, mac: str) -> None:

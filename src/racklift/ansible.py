@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -26,18 +25,13 @@ from typing import Any
 
 import ansible_runner
 
+from racklift.child_env import without_secrets
 from racklift.errors import RackliftError
 from racklift.names import checked_hosts, component
 from racklift.netbox.client import NetBoxSettings
 from racklift.paths import REPO_ROOT
 
 PLAYBOOKS = REPO_ROOT / "playbooks"
-# Environment variables never handed to Ansible (they would land in the runner's artifacts) nor
-# to ssh (its ProxyCommand would see them, and a SendEnv in ssh_config would send them).
-SECRET_ENV = re.compile(r"TOKEN|PASSWORD|PASSWD|SECRET|PRIVATE_KEY|CREDENTIAL", re.IGNORECASE)
-# ... except these: they name where the Vault password is, not the password, and without them
-# Ansible cannot decrypt what is kept in Vault (BMC credentials in host vars).
-VAULT_ENV = frozenset({"ANSIBLE_VAULT_PASSWORD_FILE", "ANSIBLE_VAULT_IDENTITY_LIST"})
 
 
 @dataclass(frozen=True)
@@ -99,13 +93,6 @@ def _token_file(token: str) -> Iterator[Path]:
         yield Path(name)
     finally:
         Path(name).unlink(missing_ok=True)
-
-
-def without_secrets(base: Mapping[str, str]) -> dict[str, str]:
-    """`base` less the variables named like secrets (but where the Vault password is): what a
-    process racklift starts gets (Ansible, the direct collector's ssh and its ProxyCommand)."""
-    return {key: value for key, value in base.items()
-            if key in VAULT_ENV or not SECRET_ENV.search(key)}
 
 
 def child_environment(settings: NetBoxSettings, token_file: Path, names: list[str],

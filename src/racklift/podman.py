@@ -15,6 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from racklift.child_env import without_secrets
 from racklift.errors import RackliftError
 from racklift.paths import cache_dir, cache_lock
 
@@ -31,8 +32,9 @@ class PodmanError(RackliftError):
 
 
 def env() -> dict[str, str]:
-    """The environment every podman (and Molecule) call of racklift runs with."""
-    return {**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF)}
+    """The environment every podman (and Molecule) call of racklift runs with: racklift's less
+    its secrets."""
+    return {**without_secrets(), "CONTAINERS_CONF": str(CONTAINERS_CONF)}
 
 
 def podman(*args: str, check: bool = True, stdin: bytes | None = None,
@@ -86,12 +88,12 @@ def _debootstrap(ref: str) -> str:
         rootfs = Path(tmp) / "rootfs"
         result = subprocess.run(
             ["debootstrap", "--variant=minbase", DEBIAN_SUITE, str(rootfs), DEBIAN_MIRROR],
-            capture_output=True, text=True)
+            capture_output=True, text=True, env=without_secrets())
         if result.returncode != 0:
             raise PodmanError(f"debootstrap {DEBIAN_SUITE} from {DEBIAN_MIRROR} failed: "
                            f"{result.stdout[-600:]}{result.stderr[-600:]}")
         tar = subprocess.run(["tar", "-C", str(rootfs), "-c", "."], capture_output=True,
-                             check=True)
+                             check=True, env=without_secrets())
         podman("import", "-", ref, stdin=tar.stdout)
     _say(f"built {ref} in {time.monotonic() - started:.0f} s")
     return ref

@@ -15,8 +15,9 @@ import time
 import pytest
 
 from helpers import REPO
-from racklift.ansible import SECRET_ENV, HostEvent
+from racklift.ansible import HostEvent
 from racklift.bmc.redfish import ENV_PASSWORD
+from racklift.child_env import SECRET_ENV
 from racklift.verify import gate as verify_gate
 from racklift.verify.direct_collect import (
     COLLECT_TASK,

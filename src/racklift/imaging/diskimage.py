@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from racklift import podman
+from racklift.child_env import without_secrets
 from racklift.errors import RackliftError
 from racklift.paths import cache_dir, cache_lock
 
@@ -256,7 +257,8 @@ def patch_core_img(core_img: bytes, core_sector: int) -> bytes:
 
 def _run(*args: str, what: str, timeout: float = 900, **kwargs) -> subprocess.CompletedProcess:
     try:
-        result = subprocess.run(list(args), capture_output=True, timeout=timeout, **kwargs)
+        result = subprocess.run(list(args), capture_output=True, timeout=timeout,
+                                **{"env": without_secrets(), **kwargs})
     except FileNotFoundError:
         raise ImageBuildError(f"{what}: {args[0]} not found; install the Debian package "
                               f"{TOOLS.get(args[0], args[0])}") from None

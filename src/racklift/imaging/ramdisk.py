@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from racklift import podman
+from racklift.child_env import without_secrets
 from racklift.imaging import diskimage
 from racklift.imaging.diskimage import ImageBuildError
 from racklift.paths import cache_dir, cache_lock
@@ -133,7 +134,7 @@ def _module_bytes(path: Path) -> bytes:
         return lzma.decompress(data)
     if path.name.endswith(".ko.zst"):
         return subprocess.run(["zstd", "-dc", str(path)], capture_output=True,
-                              check=True).stdout
+                              check=True, env=without_secrets()).stdout
     return data
 
 
@@ -174,7 +175,7 @@ def shared_libraries(binary: Path) -> list[str]:
     directories, /lib/x86_64-linux-gnu on Debian, and the ELF interpreter's own path)."""
     try:
         result = subprocess.run(["ldd", str(binary)], capture_output=True, text=True,
-                                timeout=60)
+                                timeout=60, env=without_secrets())
     except FileNotFoundError:
         raise ImageBuildError("ldd not found: install the Debian package libc-bin") from None
     text = result.stdout + result.stderr

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from racklift.ansible import without_secrets
+from racklift.child_env import without_secrets
 from racklift.errors import RackliftError
 
 SCHEDULER_VAR = "RACKLIFT_SCHEDULER"

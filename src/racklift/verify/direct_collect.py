@@ -18,7 +18,8 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
-from racklift.ansible import HostEvent, failure_text, without_secrets
+from racklift.ansible import HostEvent, failure_text
+from racklift.child_env import without_secrets
 
 # collect.yml's task names: the direct collector's progress events and failures name the same.
 COLLECT_TASK = "Run the collector on the host"

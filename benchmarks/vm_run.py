@@ -54,10 +54,13 @@ def module_seconds(events_dir: Path) -> tuple[float, int, list[tuple[str, float,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--src", type=Path, help="another checkout's src/ to run")
+    parser.add_argument("--vcpus", type=int, default=2, help="the VM's vCPUs (TCG: a host "
+                        "thread each); 2, as the demo's rack (racklift.lab.vrack.LAB)")
     args = parser.parse_args()
     if args.src:
         _reexec_with(args.src.resolve())
 
+    import dataclasses
     import functools
 
     from common import connect, lab, load, machine
@@ -72,16 +75,17 @@ def main() -> None:
     from racklift.pipeline.progress import Progress
     from racklift.pipeline.provision import run
 
+    rack = dataclasses.replace(BENCH, vcpus=args.vcpus) if args.vcpus != 1 else BENCH
     _, settings = lab()
     netbox = connect(settings)
     image = diskimage.build()
     print(f"{machine()}; racklift from {Path(racklift.__file__).parent}; image {image.name} "
           f"{image.build_id}: {image.size / 2**20:.0f} MiB compressed, "
-          f"{image.raw_size / 2**20:.0f} MiB raw", flush=True)
-    vrack.down(netbox, BENCH)
+          f"{image.raw_size / 2**20:.0f} MiB raw; the VM {rack.vcpus} vCPU", flush=True)
+    vrack.down(netbox, rack)
     try:
-        (vm,) = vrack.up(netbox, 1, BENCH).vms
-        extravars = {"racklift_vrack_netns": BENCH.netns}
+        (vm,) = vrack.up(netbox, 1, rack).vms
+        extravars = {"racklift_vrack_netns": rack.netns}
         lines: list[str] = []
         result = run(netbox, Selection(names=(vm.name,)), Options(),
                      progress=Progress(lambda line: (lines.append(line), print(line))),
@@ -101,7 +105,7 @@ def main() -> None:
         print(f"configure: {runs} module runs, {seconds:.0f} s in modules: " + ", ".join(
             f"{action} {s:.0f} s/{n}" for action, s, n in rows[:10]))
     finally:
-        vrack.down(netbox, BENCH)
+        vrack.down(netbox, rack)
 
 
 if __name__ == "__main__":

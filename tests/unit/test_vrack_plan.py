@@ -65,11 +65,12 @@ def test_domain_is_tcg_uefi_with_the_netbox_identity():
     assert nic.find("mac").get("address") == vm.mac.lower()
     assert domain.find("devices/serial/source").get("path") == "/s/console.log"
     assert domain.find("memory").text == "512"
+    # The tests' racks one vCPU (their VMs run beside the other lane); the demo's two.
+    assert domain.find("vcpu").text == "1"
+    assert _xml(vrack.LAB).find("vcpu").text == "2"
 
 
 def test_bios_domain_has_no_uefi_loader_and_unknown_firmware_is_refused():
-    from dataclasses import replace
-
     assert _xml(replace(RACK, firmware="bios")).find("os/loader") is None
     with pytest.raises(LabError, match="firmware 'coreboot'"):
         _xml(replace(RACK, firmware="coreboot"))

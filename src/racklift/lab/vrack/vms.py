@@ -43,7 +43,7 @@ def domain_xml(vm: VmPlan, rack: Vrack, disk: Path, nvram: Path, console: Path) 
   <name>{vm.name}</name>
   <uuid>{vm.uuid}</uuid>
   <memory unit='MiB'>{rack.memory_mib}</memory>
-  <vcpu>1</vcpu>
+  <vcpu>{rack.vcpus}</vcpu>
   <sysinfo type='smbios'>
     <system>
       <entry name='manufacturer'>racklift lab</entry>

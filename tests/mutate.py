@@ -53,14 +53,19 @@ DEFAULT: dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {
     "src/racklift/verify/pairing.py": (
         ("tests/unit/test_pairing.py", "tests/unit/test_accept_stage.py",
          "tests/unit/test_acceptance_parsers.py"), None),
-    # read_now, record and _last_journal read and write NetBox: left out; the module's
-    # constants that the pure part reads are in.
     "src/racklift/verify/verdict.py": (
         ("tests/unit/test_verdict_hold.py", "tests/unit/test_gate.py",
          "tests/unit/test_terminal_output.py", "tests/unit/test_hostile_hosts.py",
          "tests/unit/test_real_world_output.py"),
         ("HostVerdict", "judge", "not_verified", "skipped", "journal_text", "target_status",
-         "recorded", "hold", "busy", "GATED")),
+         "GATED")),
+    # read_now, record and _last_journal read and write NetBox: left out; the module's
+    # constants that the pure part reads are in.
+    "src/racklift/verify/record_verdicts.py": (
+        ("tests/unit/test_verdict_hold.py", "tests/unit/test_gate.py",
+         "tests/unit/test_terminal_output.py", "tests/unit/test_hostile_hosts.py",
+         "tests/unit/test_real_world_output.py"),
+        ("recorded", "hold", "busy")),
     # The one rule for text that may quote a host (journal and terminal).
     "src/racklift/text.py": (
         ("tests/unit/test_verdict_hold.py", "tests/unit/test_hostile_hosts.py",
@@ -464,7 +469,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--function", "-f", action="append", metavar="NAME",
                         help="mutate only inside these top-level functions or classes "
                              "(repeatable, or comma-separated); default: the default set's "
-                             "choice for the module (verdict.py: its pure part), else all")
+                             "choice for the module (record_verdicts.py: its pure part), else all")
     parser.add_argument("-j", "--jobs", type=int, default=1, help="mutants run at once")
     parser.add_argument("--limit", type=int, help="a random sample of N mutants per module")
     parser.add_argument("--seed", type=int, default=0, help="the sample's random seed")

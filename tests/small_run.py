@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import emulated
+from racklift.lifecycle.stages import ACCEPT, CONFIGURE, VERIFY
 from racklift.netbox.desired import Acceptance
 from racklift.pipeline import run_report
 from racklift.pipeline.accept_stage import HostAcceptance
 from racklift.pipeline.outcome import FAILED, JOINED, HostRun, PipelineRun
-from racklift.pipeline.plan import ACCEPT, CONFIGURE, VERIFY, HostPlan
+from racklift.pipeline.plan import HostPlan
 from racklift.verify import verdict_report
 from racklift.verify.check import CRITICAL as CHECK_CRITICAL
 from racklift.verify.check import OK, CheckResult

@@ -3,7 +3,7 @@ read defensively, hosts counted per state, failures grouped by cause, racks draw
 No Django here (racklift's unit tests import this file on its own); views.py hands it plain
 values read from NetBox and templates escape whatever it returns.
 
-`racklift_result` is written by racklift (racklift.pipeline.result) and only shown here: its
+`racklift_result` is written by racklift (racklift.lifecycle.result) and only shown here: its
 failures already carry their cause (the check id without its port), so nothing is re-judged."""
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from utilities.views import ViewTab, register_model_view
 from netbox_racklift import reading
 
 PLUGIN = "netbox_racklift"
-# racklift's own names in NetBox (racklift.pipeline.state, .lock, .result; verify.verdict).
+# racklift's own names in NetBox (racklift.lifecycle.state, .lock, .result).
 STAGE_FIELD = "racklift_stage"
 VERIFIED_FIELD = "racklift_verified"
 RESULT_FIELD = "racklift_result"

@@ -16,6 +16,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from racklift.lifecycle.stages import STAGES
 from racklift.pipeline.outcome import (
     FAILED,
     INTERRUPTED,
@@ -26,7 +27,6 @@ from racklift.pipeline.outcome import (
     SKIPPED,
     STAGED,
 )
-from racklift.pipeline.plan import STAGES
 from racklift.report_view import PASSED, HostView, RunView, view
 
 # A result's colour class: racklift's own words mapped to a fixed set, so no recorded text

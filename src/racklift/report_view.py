@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from racklift.lifecycle.result import Failure
 from racklift.pipeline.outcome import FAILED, SKIPPED
-from racklift.verify.failures import Failure, mismatch_failures, verdict_failures
+from racklift.verify.failures import mismatch_failures, verdict_failures
 
 VERIFY = "verify"
 PASSED = "passed"  # verify's results: PASSED, FAILED, SKIPPED

@@ -18,13 +18,13 @@ import netbox_ui
 from helpers import TEST_NET as NET
 from helpers import planned_lab
 from racklift.lab import hardware, netbox_server
+from racklift.lifecycle.result import RESULT_FIELD
+from racklift.lifecycle.state import ACCEPTANCE_FIELD
 from racklift.netbox.reader import Selection, read_hosts
-from racklift.pipeline.accept_stage import ACCEPTANCE_FIELD
 from racklift.pipeline.outcome import FAILED, JOINED
 from racklift.pipeline.plan import ACCEPT_ONLY, Options
 from racklift.pipeline.progress import QUIET, Progress
 from racklift.pipeline.provision import run
-from racklift.pipeline.result import RESULT_FIELD
 
 pytestmark = pytest.mark.containers
 

@@ -9,13 +9,13 @@ import pytest
 
 from racklift.errors import NetBoxError
 from racklift.lab import hosts, seed
+from racklift.lifecycle.result import RESULT_FIELD
 from racklift.netbox.client import NetBox
 from racklift.netbox.reader import Selection, read_hosts
 from racklift.pipeline.outcome import HostRun
 from racklift.pipeline.plan import HostPlan, Options
 from racklift.pipeline.progress import Progress
 from racklift.pipeline.provision import _Batch
-from racklift.pipeline.result import RESULT_FIELD
 
 RACK = "J01"
 

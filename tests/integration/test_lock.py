@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from racklift.errors import NetBoxError, RackliftError
+from racklift.lifecycle import lock
+from racklift.lifecycle.state import STAGE_FIELD
 from racklift.netbox.bootstrap import bootstrap
 from racklift.netbox.client import NetBox, NetBoxSettings
-from racklift.pipeline import lock
-from racklift.pipeline.state import STAGE_FIELD
 
 ALICE = lock.Owner("alice", "ctl01.example", 4242)
 BOB = lock.Owner("bob", "ctl02.example", 77)

@@ -34,16 +34,17 @@ from racklift.lab import rack as lab_rack
 from racklift.lab.slurm import SlurmLab
 from racklift.lab.slurm import down as slurm_down
 from racklift.lab.slurm import up as slurm_up
+from racklift.lifecycle import lock
+from racklift.lifecycle import result as result_field
+from racklift.lifecycle.result import RESULT_FIELD
+from racklift.lifecycle.state import Transition, apply
 from racklift.netbox.reader import Selection, read_hosts
-from racklift.pipeline import lock, run_report
-from racklift.pipeline import result as result_field
+from racklift.pipeline import run_report
 from racklift.pipeline.outcome import FAILED, INTERRUPTED, JOINED, LOCKED, PREFLIGHT, SKIPPED
 from racklift.pipeline.plan import REIMAGE, Options
 from racklift.pipeline.progress import QUIET, Progress
 from racklift.pipeline.provision import run
 from racklift.pipeline.racks import Limits
-from racklift.pipeline.result import RESULT_FIELD
-from racklift.pipeline.state import Transition, apply
 
 pytestmark = [pytest.mark.containers, pytest.mark.slurm]
 

@@ -18,8 +18,8 @@ from racklift.ansible import run_playbook
 from racklift.facts import bundle as bundles
 from racklift.lab import hardware, hwemu
 from racklift.lab import rack as lab_rack
+from racklift.lifecycle.state import STAGE_FIELD
 from racklift.netbox.reader import Selection, read_hosts
-from racklift.pipeline.state import STAGE_FIELD
 from racklift.verify import verdict_report
 from racklift.verify.gate import verify
 

@@ -16,10 +16,10 @@ import emulated
 from helpers import without_acceptance
 from racklift.facts.bundle import Bundle, Output
 from racklift.lab import hosts, seed
+from racklift.lifecycle import lock
+from racklift.lifecycle.state import STAGE_FIELD
 from racklift.netbox.expected import GPU_ROLE
 from racklift.netbox.reader import Selection, read_hosts
-from racklift.pipeline import lock
-from racklift.pipeline.state import STAGE_FIELD
 from racklift.verify import gate as verify_gate
 from racklift.verify import verdict_report
 from racklift.verify.gate import gate, verify

@@ -11,9 +11,10 @@ import pytest
 import emulated
 from racklift.facts.observed import DcgmDiag, DcgmTest, NcclRow, NcclRun
 from racklift.facts.parsers import parse_dcgmi_diag
+from racklift.lifecycle.stages import ACCEPT, CONFIGURE, VERIFY
 from racklift.netbox.desired import Acceptance, parse
 from racklift.pipeline.outcome import PREFLIGHT
-from racklift.pipeline.plan import ACCEPT, CONFIGURE, VERIFY, HostPlan
+from racklift.pipeline.plan import HostPlan
 from racklift.pipeline.provision import HostRun, _preflight
 from racklift.verify.acceptance import acceptance_problems, asks_acceptance, judge_acceptance
 

@@ -24,9 +24,9 @@ from racklift.facts.bundle import Bundle, Output
 from racklift.facts.container_check import parse_container_check
 from racklift.facts.host import from_bundle
 from racklift.facts.parsers import ParseError
+from racklift.lifecycle.result import RESULT_FIELD, of_stage_failure
+from racklift.lifecycle.state import Transition, apply
 from racklift.pipeline.provision import failure_transitions
-from racklift.pipeline.result import RESULT_FIELD, of_stage_failure
-from racklift.pipeline.state import Transition, apply
 from racklift.text import JOURNAL_LINE
 from racklift.verify import gate as verify_gate
 from racklift.verify.verdict import journal_text, not_verified

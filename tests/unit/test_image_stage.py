@@ -16,6 +16,7 @@ import pytest
 import emulated
 from racklift.ansible import HostEvent, PlaybookResult
 from racklift.imaging import diskimage, ramdisk
+from racklift.lifecycle.state import IMAGE_FIELD
 from racklift.netbox.expected import ExpectedHost
 from racklift.pipeline import image_plan
 from racklift.pipeline import image_stage as imaging
@@ -393,7 +394,7 @@ def test_an_installed_host_is_seen_off_then_boots_its_disk_and_shows_this_instal
     assert ansible.playbooks == ["image_boot.yml", "image_wait.yml", "image_check.yml",
                                  "image_release.yml"]
     (update,) = recorded
-    assert update.fields[imaging.IMAGE_FIELD].startswith("installer-debian-12 ")
+    assert update.fields[IMAGE_FIELD].startswith("installer-debian-12 ")
     assert any("gpu-01: the debian-12 installer finished and powered it off" in line
                for line in lines)
 
@@ -420,7 +421,7 @@ def test_a_rack_that_mixes_both_checks_its_deployed_hosts_before_waiting_on_inst
     assert [c for c in calls if c[0] == "image_check.yml"] == [("image_check.yml", "gpu-02"),
                                                              ("image_check.yml", "gpu-01")]
     assert calls.index(("image_check.yml", "gpu-02")) < calls.index(("power state", "gpu-01"))
-    assert sorted(u.fields[imaging.IMAGE_FIELD].split()[0] for u in recorded) == [
+    assert sorted(u.fields[IMAGE_FIELD].split()[0] for u in recorded) == [
         IMAGE.name, "installer-debian-12"]
 
 

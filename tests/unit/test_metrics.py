@@ -13,10 +13,10 @@ import pytest
 import small_run
 from racklift import metrics
 from racklift.errors import RackliftError
+from racklift.lifecycle.stages import ACCEPT
 from racklift.netbox.desired import Acceptance
 from racklift.pipeline import run_report
 from racklift.pipeline.accept_stage import HostAcceptance
-from racklift.pipeline.plan import ACCEPT
 from racklift.tasks.common import publish_metrics, saved_report
 from racklift.tasks.pipeline import accept, provision, reimage
 from racklift.tasks.verify import verify

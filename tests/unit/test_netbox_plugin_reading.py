@@ -1,7 +1,7 @@
 """racklift's NetBox plugin, its pure part (netbox-racklift/netbox_racklift/reading.py, loaded
 on its own: the rest of the plugin needs NetBox): the device's racklift_result read whatever
 it holds, hosts counted per state, failures grouped by cause, racks drawn unit by unit. And
-the field as racklift writes it (racklift.pipeline.result), read back by the plugin."""
+the field as racklift writes it (racklift.lifecycle.result), read back by the plugin."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from racklift.lifecycle import lock, state
+from racklift.lifecycle import result as result_field
 from racklift.netbox import bootstrap
 from racklift.netbox.desired import Acceptance
-from racklift.pipeline import lock, state
-from racklift.pipeline import result as result_field
-from racklift.pipeline.accept_stage import ACCEPTANCE_FIELD, HostAcceptance
-from racklift.verify import verdict
+from racklift.pipeline.accept_stage import HostAcceptance
+from racklift.verify.failures import verdict_failures
 
 SOURCE = (Path(__file__).resolve().parents[2] / "netbox-racklift" / "netbox_racklift"
           / "reading.py")
@@ -45,7 +45,7 @@ def host(name, status, value=None, position=None, height=1, ours=True, rack="R1"
 
 
 def test_a_verdict_written_by_racklift_reads_back_with_every_mismatch_check_and_cause():
-    got = reading.result(result_field.of_verdict(VERDICT, "run-7"))
+    got = reading.result(result_field.of_verdict(VERDICT, verdict_failures(VERDICT), "run-7"))
     assert got.last["result"] == "failed" and got.last["run"] == "run-7"
     assert [(f["check"], f["cause"], f["found"], f["wanted"]) for f in got.failures] == [
         ("cable.wrong_peer[eth1]", "cable.wrong_peer", "leaf-01 swp7", "leaf-01 swp2"),
@@ -60,7 +60,7 @@ def test_a_verdict_written_by_racklift_reads_back_with_every_mismatch_check_and_
 
 
 def test_sections_are_replaced_one_at_a_time_and_the_others_kept():
-    verdict = result_field.of_verdict(VERDICT, "run-1")
+    verdict = result_field.of_verdict(VERDICT, verdict_failures(VERDICT), "run-1")
     accepted = result_field.of_acceptance(
         True, "2026-12-04 passed: nccl 480 GB/s (>= 350)",
         [{"test": "NCCL all-reduce bus bandwidth", "figure": "480 GB/s",
@@ -149,8 +149,8 @@ def test_the_plugin_reads_the_names_racklift_writes():
              if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
              and isinstance(node.value, ast.Constant)}
     assert names["STAGE_FIELD"] == state.STAGE_FIELD
-    assert names["VERIFIED_FIELD"] == verdict.VERIFIED_FIELD
+    assert names["VERIFIED_FIELD"] == state.VERIFIED_FIELD
     assert names["RESULT_FIELD"] == result_field.RESULT_FIELD
-    assert names["ACCEPTANCE_FIELD"] == ACCEPTANCE_FIELD
+    assert names["ACCEPTANCE_FIELD"] == state.ACCEPTANCE_FIELD
     assert (names["LOCK_PREFIX"], names["LOCK_HOLDER"]) == (lock.NAME_PREFIX, lock.HOLDER)
     assert bootstrap.ROLE_GPU_SERVER in (SOURCE.parent / "__init__.py").read_text()

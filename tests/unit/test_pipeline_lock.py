@@ -2,7 +2,7 @@
 NetBox's rows, and which hosts moved between selection and lock. Taking locks against a real
 NetBox, with racing controllers, is in tests/integration/test_lock.py."""
 
-from racklift.pipeline.lock import (
+from racklift.lifecycle.lock import (
     GONE,
     Moved,
     Owner,

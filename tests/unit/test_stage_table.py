@@ -1,4 +1,4 @@
-"""docs/architecture.md's stage table is the code's: the stages of racklift.pipeline.plan.STAGES
+"""docs/architecture.md's stage table is the code's: the stages of racklift.lifecycle.stages.STAGES
 in that order, the playbooks each stage's code hands Ansible in the order it runs them, and the
 roles each playbook's plays apply (playbooks/*.yml read as data, `racklift_roles` from
 inventory/group_vars/all)."""
@@ -13,9 +13,9 @@ from typing import Any
 
 import yaml
 
+from racklift.lifecycle.stages import ACCEPT, CONFIGURE, IMAGE, STAGES, VERIFY
 from racklift.paths import REPO_ROOT
 from racklift.pipeline import accept_stage, image_stage, provision
-from racklift.pipeline.plan import ACCEPT, CONFIGURE, IMAGE, STAGES, VERIFY
 from racklift.verify import gate as gate_module
 
 DOC = REPO_ROOT / "docs" / "architecture.md"

@@ -14,7 +14,7 @@ import emulated
 from racklift.console import expected_table, plain
 from racklift.errors import RackliftError
 from racklift.facts.host import from_bundle
-from racklift.pipeline.lock import Ticket, ticket
+from racklift.lifecycle.lock import Ticket, ticket
 from racklift.pipeline.progress import Progress
 from racklift.tasks.common import operator_errors
 from racklift.tasks.pipeline import locked_line, unlocked_line

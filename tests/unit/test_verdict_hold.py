@@ -6,20 +6,12 @@ from dataclasses import replace
 import pytest
 
 import emulated
-from racklift.pipeline.lock import Ticket
+from racklift.lifecycle.lock import Ticket
 from racklift.text import JOURNAL_LINE, journal_line
 from racklift.verify.check import CheckResult
 from racklift.verify.mismatch import CRITICAL, WARNING, Mismatch
-from racklift.verify.verdict import (
-    HostVerdict,
-    InNetBox,
-    busy,
-    hold,
-    journal_text,
-    recorded,
-    skipped,
-    target_status,
-)
+from racklift.verify.record_verdicts import InNetBox, busy, hold, recorded
+from racklift.verify.verdict import HostVerdict, journal_text, skipped, target_status
 
 OK = (CheckResult("gpu.ecc", "OK", "enabled"),)
 BAD = (CheckResult("gpu.ecc", "CRITICAL", "uncorrected errors"),)

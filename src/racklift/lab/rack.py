@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from racklift import podman
 from racklift.lab import hardware, hosts, seed, tags
+from racklift.lifecycle.state import STAGE_FIELD, Transition, apply
 from racklift.netbox.client import NetBox
-from racklift.pipeline.state import STAGE_FIELD, Transition, apply
 
 
 @dataclass(frozen=True)

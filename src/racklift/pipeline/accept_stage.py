@@ -22,11 +22,12 @@ from racklift.facts.parsers import (
     parse_nccl_tests,
     parse_perftest_bw,
 )
+from racklift.lifecycle.result import of_acceptance
 from racklift.netbox.client import NetBox
 from racklift.netbox.desired import Acceptance
 from racklift.netbox.expected import ExpectedHost, ExpectedInterface
-from racklift.pipeline.result import of_acceptance
 from racklift.verify.acceptance import best_gbps, judge_acceptance
+from racklift.verify.failures import mismatch_failures
 from racklift.verify.mismatch import CRITICAL, Mismatch
 from racklift.verify.pairing import (
     UNPROVEN,
@@ -43,7 +44,6 @@ DCGM_TASK, NCCL_TASK = "DCGM diagnostic", "NCCL all-reduce"
 CLIENT_TASK = "Run the ib_write_bw clients"
 MAX_OUTPUT = 4 * 2**20  # what a test may print; a longer output is refused, not read
 TCP_PORT = 18515  # perftest's own; the n-th pair of a round takes the n-th port from it
-ACCEPTANCE_FIELD = "racklift_acceptance"
 DEVICE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")  # an RDMA device: mlx5_0, irdma1
 # What the tests run (all_reduce_perf's message sizes: large ones, whose average bus bandwidth
 # is the board's and not latency; ib_write_bw's seconds) and how long one may take before it
@@ -116,7 +116,7 @@ class HostAcceptance:
     def result(self, run: str | None) -> dict[str, Any]:
         """The device's result field's sections for this outcome."""
         return of_acceptance(self.passed, self.summary(), self.rows(),
-                             [asdict(m) for m in self.mismatches], run)
+                             mismatch_failures(asdict(m) for m in self.mismatches), run)
 
 
 def rdma_device(iface: ExpectedInterface) -> str | None:

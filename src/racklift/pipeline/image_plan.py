@@ -22,7 +22,6 @@ from racklift.netbox.expected import ExpectedHost, Problem
 from racklift.paths import REPO_ROOT
 
 BOOT_SERVER_ROLE = "boot-server"
-IMAGE_FIELD = "racklift_image"
 API_DATA = "/var/lib/racklift/boot"  # boot_server_api_data's default (roles/boot_server)
 WAIT_TASK = "Wait on the boot server"
 FACTS_TASK = "Gathering Facts"  # image_boot.yml's, on the boot server right before power-on

@@ -65,6 +65,8 @@ from racklift.bmc.inventory import BmcInventory, read_inventory
 from racklift.bmc.redfish import BmcError, client_for
 from racklift.errors import RackliftError
 from racklift.imaging import deploy_data, diskimage, installer, ramdisk
+from racklift.lifecycle.stages import IMAGE
+from racklift.lifecycle.state import IMAGE_FIELD, Transition, apply
 from racklift.netbox.client import NetBox
 from racklift.netbox.desired import FIELD_PREFIX
 from racklift.netbox.expected import ExpectedHost
@@ -74,7 +76,6 @@ from racklift.pipeline.image_plan import (
     BOOT_SERVER_ROLE,
     CHECK_TASK,
     FACTS_TASK,
-    IMAGE_FIELD,
     NETBOX_INVENTORY,
     WAIT_TASK,
     BootClock,
@@ -98,9 +99,7 @@ from racklift.pipeline.image_plan import (
     report_error,
     ssh_timeout,
 )
-from racklift.pipeline.plan import IMAGE
 from racklift.pipeline.progress import Progress
-from racklift.pipeline.state import Transition, apply
 
 
 @contextmanager

@@ -1,18 +1,15 @@
 """Which stages each host goes through in a run: pure, from its NetBox status, the stage it
-last completed (custom field `racklift_stage`) and the operator's options."""
+last completed (custom field `racklift_stage`) and the operator's options. The stages
+themselves are the lifecycle's (racklift.lifecycle.stages)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from racklift.lifecycle.stages import ACCEPT, COMPLETED, IMAGE, STAGES, VERIFY
 from racklift.pipeline.racks import Limits
 
-# Stages in pipeline order. preflight and join always run for a host that is worked on.
-IMAGE, CONFIGURE, VERIFY, ACCEPT = "image", "configure", "verify", "accept"
-STAGES = (IMAGE, CONFIGURE, VERIFY, ACCEPT)
-# What `racklift_stage` says a host completed; cleared when a new pass starts from imaging.
-# After accept the host is active: its status says so.
-COMPLETED = {IMAGE: "imaged", CONFIGURE: "configured", VERIFY: "verified"}
+# The run's verbs (racklift provision, reimage, accept).
 PROVISION, REIMAGE, ACCEPT_ONLY = "provision", "reimage", "accept"
 
 

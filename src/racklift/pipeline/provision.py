@@ -21,12 +21,23 @@ from typing import TYPE_CHECKING, Any
 
 from racklift.ansible import run_playbook
 from racklift.errors import RackliftError
+from racklift.lifecycle import lock
+from racklift.lifecycle.result import of_stage_failure
+from racklift.lifecycle.stages import ACCEPT, COMPLETED, CONFIGURE, IMAGE, VERIFY
+from racklift.lifecycle.state import (
+    ACCEPTANCE_FIELD,
+    KEEP,
+    VERIFIED_FIELD,
+    Transition,
+    apply,
+    read_stages,
+)
 from racklift.netbox.bootstrap import bootstrap
 from racklift.netbox.client import NetBox
 from racklift.netbox.expected import ExpectedHost
 from racklift.netbox.reader import Selection, read_hosts
-from racklift.pipeline import lock, racks, run_report
-from racklift.pipeline.accept_stage import ACCEPTANCE_FIELD, accept
+from racklift.pipeline import racks, run_report
+from racklift.pipeline.accept_stage import accept
 from racklift.pipeline.image_plan import imaging_problems
 from racklift.pipeline.outcome import (
     FAILED,
@@ -40,26 +51,13 @@ from racklift.pipeline.outcome import (
     HostRun,
     PipelineRun,
 )
-from racklift.pipeline.plan import (
-    ACCEPT,
-    ACCEPT_ONLY,
-    COMPLETED,
-    CONFIGURE,
-    IMAGE,
-    REIMAGE,
-    VERIFY,
-    Options,
-    plan_host,
-)
+from racklift.pipeline.plan import ACCEPT_ONLY, REIMAGE, Options, plan_host
 from racklift.pipeline.progress import Progress
-from racklift.pipeline.result import of_stage_failure
 from racklift.pipeline.scheduler import is_drained
-from racklift.pipeline.state import KEEP, Transition, apply, read_stages
 from racklift.runs import new_run_dir
 from racklift.text import journal_line
 from racklift.verify.acceptance import acceptance_problems, asks_acceptance
 from racklift.verify.gate import gate
-from racklift.verify.verdict import VERIFIED_FIELD
 
 if TYPE_CHECKING:
     from racklift.pipeline.scheduler import Scheduler

@@ -10,11 +10,13 @@ from rich.text import Text
 
 from racklift.console import console, plain, print_json
 from racklift.errors import RackliftError
+from racklift.lifecycle import lock
+from racklift.lifecycle.stages import STAGES
 from racklift.netbox.reader import read_hosts
-from racklift.pipeline import lock, run_report
+from racklift.pipeline import run_report
 from racklift.pipeline.image_stage import image_hosts
 from racklift.pipeline.outcome import PipelineRun
-from racklift.pipeline.plan import ACCEPT_ONLY, PROVISION, REIMAGE, STAGES, Options
+from racklift.pipeline.plan import ACCEPT_ONLY, PROVISION, REIMAGE, Options
 from racklift.pipeline.progress import NORMAL, QUIET, VERBOSE, Progress
 from racklift.pipeline.provision import run
 from racklift.pipeline.racks import DEFAULT_RACKS, DEFAULT_RACKS_PER_SITE, Limits

@@ -1,42 +1,17 @@
 """A verdict's failures read the one way every view of them needs: each reason a host is kept
 out as check id, found, wanted and what to do. report.json's views (report.html, the metrics)
 and the device's `racklift_result` field (racklift's NetBox plugin) all read verdicts through
-this, so none can disagree with another. Pure: dicts in, Failures out."""
+this, so none can disagree with another. Pure: dicts in, Failures (the lifecycle's record of
+one, racklift.lifecycle.result.Failure) out."""
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from racklift.lifecycle.result import Failure, text
 from racklift.verify.check import PASSING
 from racklift.verify.mismatch import CRITICAL
-
-INDEX = re.compile(r"\[[^\]]*\]")  # a check id's port or GPU: cable.wrong_peer[eth0]
-
-
-@dataclass(frozen=True)
-class Failure:
-    """One reason a host is kept out, as the verdict and acceptance record it."""
-
-    check: str  # the check id, with the port or GPU it is about
-    found: str
-    wanted: str
-    todo: str
-
-    @property
-    def cause(self) -> str:
-        """The check id without its port or GPU: one series per kind of failure, not per port."""
-        return INDEX.sub("", self.check)
-
-
-def text(value: Any) -> str:
-    """A recorded value as one line of text: strings as they are, the rest as JSON."""
-    if value is None:
-        return "-"
-    return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
 def mismatch_failures(rows: Iterable[Mapping[str, Any]]) -> list[Failure]:

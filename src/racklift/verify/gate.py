@@ -30,19 +30,15 @@ from racklift.verify.adopt import adopt
 from racklift.verify.direct_collect import COLLECT_TASK, CONTAINER_CHECK_TASK, collect_direct
 from racklift.verify.reach import reach
 from racklift.verify.record_cables import record_cables
-from racklift.verify.verdict import (
-    VERIFIED,
-    HostVerdict,
+from racklift.verify.record_verdicts import (
     InNetBox,
     busy,
-    judge,
-    not_verified,
     read_now,
     record,
     recorded,
-    skipped,
     with_holds,
 )
+from racklift.verify.verdict import VERIFIED, HostVerdict, judge, not_verified, skipped
 
 # "direct": racklift's own ssh clients where a host's connection is plain ssh (the default);
 # "ansible": collect.yml for every host, as before the direct collector (and for comparing).

@@ -1,7 +1,8 @@
-"""A host's place in the pipeline, in NetBox: its status, the stage it last completed
+"""A host's place in its lifecycle, in NetBox: its status, the stage it last completed
 (custom field `racklift_stage`), racklift's other fields (the image marker, when the gate last
-admitted it) and a journal entry for every transition. The one writer of all of it: the
-pipeline, the gate's verdicts and the lock's audit trail hand it transitions.
+admitted it, its acceptance figures, its result) and a journal entry for every transition. The
+one writer of all of it: the pipeline, the gate's verdicts and the lock's audit trail hand it
+transitions.
 
 Journal first, then the device: if the device update then fails, the journal already says
 what was attempted, and the re-run sees the old status and does the transition again."""
@@ -12,11 +13,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from racklift.lifecycle.result import RESULT_FIELD, merged
 from racklift.netbox.client import NetBox
-from racklift.pipeline.result import RESULT_FIELD, merged
 from racklift.text import journal, recorded
 
-STAGE_FIELD = "racklift_stage"
+# racklift's custom fields on a device (netbox/bootstrap.py creates them), besides
+# RESULT_FIELD (result.py).
+STAGE_FIELD = "racklift_stage"  # the stage it last completed (stages.COMPLETED)
+IMAGE_FIELD = "racklift_image"  # the image it was installed with
+VERIFIED_FIELD = "racklift_verified"  # when the gate last admitted it
+ACCEPTANCE_FIELD = "racklift_acceptance"  # its last acceptance summary
 KEEP = object()  # a Transition field left as it is
 
 

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from racklift.errors import NetBoxError, RackliftError
+from racklift.lifecycle.state import STAGE_FIELD, Transition, apply
 from racklift.netbox.client import NetBox
-from racklift.pipeline.state import STAGE_FIELD, Transition, apply
 
 PREFIX = "racklift lock:"  # the journal entries of the audit trail
 ENDPOINT = "extras/saved-filters"

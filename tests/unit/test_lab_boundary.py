@@ -1,6 +1,12 @@
-"""Production code never imports the lab. The lab (racklift.lab, the lab_hardware role) and the
+"""Which of racklift's packages may import which.
+
+Production code never imports the lab. The lab (racklift.lab, the lab_hardware role) and the
 command line's lab tasks may use production code; nothing an operator runs against real racks
-may depend on the lab, directly or through a lab task module."""
+may depend on the lab, directly or through a lab task module.
+
+The layers below the pipeline: the gate (racklift.verify) never imports the pipeline
+(racklift.pipeline), which runs it; a host's lifecycle in NetBox (racklift.lifecycle) imports
+neither, both record through it."""
 
 from __future__ import annotations
 
@@ -72,3 +78,46 @@ def test_the_check_sees_each_way_of_importing_the_lab():
         assert name in set(filter(is_lab, imported(source, "racklift.pipeline.provision"))), source
     assert not set(filter(is_lab, imported("from racklift.netbox import lab_tags_free",
                                            "racklift.pipeline.provision")))
+
+
+def is_in(package: str, name: str) -> bool:
+    return name == package or name.startswith(f"{package}.")
+
+
+def package_sources(package: str) -> dict[str, Path]:
+    """Every module of the package (racklift.verify: racklift.verify.gate, ...), by name."""
+    return {name: path for name, path in
+            ((module_name(p), p) for p in PACKAGE.rglob("*.py")) if is_in(package, name)}
+
+
+def importing(package: str, forbidden: tuple[str, ...]) -> dict[str, list[str]]:
+    """The package's modules that import any of the forbidden packages, with what they import."""
+    found = {name: sorted(i for i in imported(path.read_text(), name)
+                          if any(is_in(f, i) for f in forbidden))
+             for name, path in package_sources(package).items()}
+    return {name: names for name, names in found.items() if names}
+
+
+def test_the_gate_never_imports_the_pipeline():
+    assert {"racklift.verify", "racklift.verify.verdict", "racklift.verify.record_verdicts",
+            "racklift.verify.gate"} <= set(package_sources("racklift.verify"))
+    assert importing("racklift.verify", ("racklift.pipeline",)) == {}
+
+
+def test_the_lifecycle_imports_neither_the_gate_nor_the_pipeline():
+    assert {"racklift.lifecycle", "racklift.lifecycle.stages", "racklift.lifecycle.lock",
+            "racklift.lifecycle.state", "racklift.lifecycle.result"} <= set(
+        package_sources("racklift.lifecycle"))
+    assert importing("racklift.lifecycle", ("racklift.pipeline", "racklift.verify")) == {}
+
+
+def test_the_layer_check_sees_each_way_of_importing_a_package_above():
+    planted = ["from racklift.pipeline import plan", "import racklift.pipeline.state",
+               "from racklift import pipeline", "from ..pipeline.lock import Ticket",
+               "def f():\n    from racklift.pipeline.provision import run"]
+    for source in planted:
+        assert any(is_in("racklift.pipeline", name) for name in
+                   imported(source, "racklift.verify.gate")), source
+    assert not any(is_in("racklift.pipeline", name) for name in
+                   imported("from racklift.pipelines import x\nimport racklift.lifecycle",
+                            "racklift.verify.gate"))

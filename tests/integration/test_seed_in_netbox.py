@@ -38,3 +38,25 @@ def test_loader_and_api_build_the_same_model(instance, empty_netbox):
     netbox_server.reset(instance)
     seed.apply(empty_netbox, plan)
     assert loaded == _model(empty_netbox)
+
+
+def test_replan_puts_a_lab_host_back_to_planned_without_its_last_result(seeded_netbox):
+    """A lab host the pipeline took to `active` (stage and result recorded) starts over:
+    planned, no stage, no `racklift_result` for the NetBox plugin to show, a journal entry; a
+    host already planned and clean is left alone."""
+    from racklift.lab import rack as lab_rack
+
+    done, clean = (seeded_netbox.get_all("dcim/devices", {"name": name})[0]
+                   for name in ("gpu-0001", "gpu-0002"))
+    seeded_netbox.update("dcim/devices", [{"id": done["id"], "status": "active", "custom_fields": {
+        "racklift_stage": "verified", "racklift_result": {"last": {"result": "joined"}}}}])
+    assert lab_rack.replan(seeded_netbox, ["gpu-0001", "gpu-0002"]) == 1
+    after = seeded_netbox.get_all("dcim/devices", {"name": "gpu-0001"})[0]
+    assert after["status"]["value"] == "planned"
+    assert after["custom_fields"]["racklift_stage"] is None
+    assert after["custom_fields"]["racklift_result"] is None
+    entries = [e["comments"] for e in seeded_netbox.get_all(
+        "extras/journal-entries", {"assigned_object_id": done["id"]})]
+    assert "racklift lab: back to planned, to start over" in entries
+    assert seeded_netbox.count("extras/journal-entries",
+                               {"assigned_object_id": clean["id"]}) == 0

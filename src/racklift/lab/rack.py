@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from racklift import podman
 from racklift.lab import hardware, hosts, seed, tags
+from racklift.lifecycle.result import RESULT_FIELD
 from racklift.lifecycle.state import STAGE_FIELD, Transition, apply
 from racklift.netbox.client import NetBox
 
@@ -57,12 +58,15 @@ def down(netbox: NetBox | None, net: hosts.LabNet = hosts.LAB) -> hosts.DownResu
 
 
 def replan(netbox: NetBox, names: list[str]) -> int:
-    """Put lab hosts back to `planned` with no pipeline stage (lab only: a demo that starts
-    over). Each gets a journal entry saying so. Returns how many changed."""
+    """Put lab hosts back to `planned` with no pipeline stage and no last result (lab only: a
+    demo that starts over; the NetBox plugin then shows no verdict of the run before). Each
+    gets a journal entry saying so. Returns how many changed."""
     devices = netbox.get_all("dcim/devices", {"name": names, "tag": tags.LAB},
                              fields=("id", "status", "custom_fields"))
     changed = [d for d in devices if d["status"]["value"] != "planned"
-               or (d.get("custom_fields") or {}).get(STAGE_FIELD)]
+               or (d.get("custom_fields") or {}).get(STAGE_FIELD)
+               or (d.get("custom_fields") or {}).get(RESULT_FIELD)]
     apply(netbox, [Transition(d["id"], "racklift lab: back to planned, to start over",
-                              status="planned", stage=None) for d in changed])
+                              status="planned", stage=None, fields={RESULT_FIELD: None})
+                   for d in changed])
     return len(changed)

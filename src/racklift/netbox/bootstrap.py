@@ -6,6 +6,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from racklift.errors import RackliftError
+from racklift.lifecycle.result import RESULT_FIELD
+from racklift.lifecycle.state import ACCEPTANCE_FIELD, IMAGE_FIELD, STAGE_FIELD, VERIFIED_FIELD
 from racklift.netbox.client import NetBox
 from racklift.netbox.desired import CONTEXT_KEY, ROLE_LEAF_SWITCH, has_software
 from racklift.netbox.expected import GPU_ROLE
@@ -27,26 +29,26 @@ REQUIREMENTS: tuple[tuple[str, dict[str, Any], dict[str, Any]], ...] = (
      {"name": "Leaf switch", "color": "2196f3", "vm_role": False}),
     ("dcim/inventory-item-roles", {"slug": GPU_ROLE},
      {"name": "GPU", "color": "8bc34a"}),
-    ("extras/custom-fields", {"name": "racklift_image"},
+    ("extras/custom-fields", {"name": IMAGE_FIELD},
      {"type": "text", "object_types": ["dcim.device"], "label": "racklift image",
       "description": "OS image and build id racklift last deployed (its image marker)",
       "required": False, "group_name": "racklift", "ui_editable": "no"}),
-    ("extras/custom-fields", {"name": "racklift_stage"},
+    ("extras/custom-fields", {"name": STAGE_FIELD},
      {"type": "text", "object_types": ["dcim.device"], "label": "racklift stage",
       "description": "The last pipeline stage racklift completed on this host (imaged, "
                      "configured, verified): a re-run resumes after it",
       "required": False, "group_name": "racklift", "ui_editable": "no"}),
-    ("extras/custom-fields", {"name": "racklift_verified"},
+    ("extras/custom-fields", {"name": VERIFIED_FIELD},
      {"type": "datetime", "object_types": ["dcim.device"], "label": "racklift verified",
       "description": "When the gate last admitted this host: it matched its NetBox "
                      "record and passed every health check",
       "required": False, "group_name": "racklift", "ui_editable": "no"}),
-    ("extras/custom-fields", {"name": "racklift_acceptance"},
+    ("extras/custom-fields", {"name": ACCEPTANCE_FIELD},
      {"type": "text", "object_types": ["dcim.device"], "label": "racklift acceptance",
       "description": "The last acceptance tests' figures against their thresholds, with the "
                      "date: drift over months shows here",
       "required": False, "group_name": "racklift", "ui_editable": "no"}),
-    ("extras/custom-fields", {"name": "racklift_result"},
+    ("extras/custom-fields", {"name": RESULT_FIELD},
      {"type": "json", "object_types": ["dcim.device"], "label": "racklift result",
       "description": "racklift's last result, verdict (every mismatch and health check) and "
                      "acceptance figures on this host; racklift's NetBox plugin shows it",

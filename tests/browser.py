@@ -97,6 +97,14 @@ class Browser:
         self.type("input[name=username]", user)
         self.type("input[name=password]", password)
         self.click("form[action='/login/'] button[type=submit]")
+        # WebDriver does not wait for the form's answer: a page opened before it lands comes
+        # back as the login page (seen on a loaded machine). Wait until NetBox has let us in.
+        deadline = time.monotonic() + self.timeout
+        while "/login/" in self.url():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"NetBox's login page still shown {self.timeout:.0f} s after "
+                                   f"sending it: {' '.join(self.text().split())[:300]}")
+            time.sleep(0.2)
 
     def close(self) -> None:
         try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import subprocess
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -155,11 +156,24 @@ def test_the_bmc_answers_over_tls_with_the_lab_ca_and_wants_credentials(rack):
     assert oct(os.stat(vrack.vrack_dir(RACK) / "bmc-password").st_mode)[-3:] == "600"
 
 
-def test_up_again_converges(netbox, rack):
+def _vcpus(name: str) -> str:
+    return ET.fromstring(vrack.virsh("dumpxml", "--inactive", name).stdout).find("vcpu").text
+
+
+def test_up_again_converges(netbox, rack, tmp_path):
+    """Nothing new, and a domain defined otherwise (an older racklift's, left behind with
+    its state directory) takes this plan's definition again."""
+    vm = rack.vms[0]
+    stale = ET.fromstring(vrack.virsh("dumpxml", "--inactive", vm.name).stdout)
+    stale.find("vcpu").text = "3"
+    (tmp_path / "stale.xml").write_text(ET.tostring(stale, encoding="unicode"))
+    vrack.virsh("define", str(tmp_path / "stale.xml"))
+    assert _vcpus(vm.name) == "3"
     devices = netbox.count("dcim/devices", {"rack": "V91"})
     cables = netbox.count("dcim/cables", {"site": RACK.site, "rack": RACK.rack})
     again = vrack.up(netbox, 1, RACK)
     assert (again.created_vms, again.started_emulators) == (0, 0)
+    assert _vcpus(vm.name) == str(RACK.vcpus) == "1"
     # The VM, the boot server and a leaf per rail; a cable per HCA port.
     assert netbox.count("dcim/devices", {"rack": "V91"}) == devices == 2 + vrack.VM_GPUS
     assert netbox.count("dcim/cables", {"site": RACK.site, "rack": RACK.rack}) == cables == \

@@ -105,13 +105,14 @@ def _ensure_vm(rack: Vrack, vm: VmPlan, existing: dict[str, str]) -> bool:
     disk = directory / "disk.qcow2"
     if not disk.exists():
         _run("qemu-img", "create", "-q", "-f", "qcow2", str(disk), f"{rack.disk_gib}G")
-    if vm.name in existing:
-        return False
+    # Defined again when it exists too: a domain an older racklift (or a state directory
+    # removed under it) left behind takes this plan's definition (its vCPUs, its NIC), from
+    # its next boot.
     xml = directory / "domain.xml"
     xml.write_text(domain_xml(vm, rack, disk, directory / "nvram.fd",
                               console_log(rack, vm.name)))
     virsh("define", str(xml))
-    return True
+    return vm.name not in existing
 
 
 # Background processes of the rack (BMC emulators, the uplink): a pid file and a log each.

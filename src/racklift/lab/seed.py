@@ -278,7 +278,6 @@ def apply(netbox: NetBox, seed: SeedPlan,
     tag = {"slug": lab_tags.LAB}
     device_tags = [{"slug": t} for t in seed.tags]
     type_id = _ensure_device_type(netbox)
-    switch_types, switch_role = _switch_kinds(netbox, seed)
     for net, desc in ((PROVISIONING_NET, "GPU server provisioning"), (OOB_NET, "BMC / OOB")):
         netbox.get_or_create("ipam/prefixes", {"prefix": str(net)},
                              {"description": desc, "status": "active", "tags": [tag]})
@@ -293,6 +292,7 @@ def apply(netbox: NetBox, seed: SeedPlan,
                       [{"id": context["id"], "data": {CONTEXT_KEY: seed.software}}])
 
     if host_loader is not None:
+        switch_types, switch_role = _switch_kinds(netbox, seed)
         tag_ids = {t["slug"]: netbox.get_all("extras/tags", t)[0]["id"]
                    for t in [tag, *device_tags]}
         result = host_loader({

@@ -27,9 +27,11 @@ import ansible_runner
 
 from racklift.child_env import without_secrets
 from racklift.errors import RackliftError
+from racklift.imaging import host_keys
 from racklift.names import checked_hosts, component
 from racklift.netbox.client import NetBoxSettings
 from racklift.paths import REPO_ROOT
+from racklift.secret_files import runtime_dir
 
 PLAYBOOKS = REPO_ROOT / "playbooks"
 
@@ -78,15 +80,15 @@ def host_event(event: Mapping[str, Any]) -> HostEvent | None:
 
 def failure_text(event: HostEvent) -> str:
     if event.kind == "unreachable":
-        return f"unreachable: {event.message}"
+        # A host key other than the pinned one is no network trouble: say what it means.
+        return "unreachable: " + (host_keys.MISMATCH_ERROR if host_keys.mismatch(event.message)
+                                  else event.message)
     return f"failed at '{event.task}': {event.message}"
 
 
 @contextmanager
 def _token_file(token: str) -> Iterator[Path]:
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    handle, name = tempfile.mkstemp(prefix="racklift-token-", dir=runtime if runtime and
-                                    os.path.isdir(runtime) else None)
+    handle, name = tempfile.mkstemp(prefix="racklift-token-", dir=runtime_dir())
     try:
         os.write(handle, token.encode())
         os.close(handle)
@@ -119,15 +121,15 @@ def script(name: str) -> bytes:
 
 
 def run_in_ansible(module: str, request: Any, settings: NetBoxSettings,
-                   names: list[str]) -> Any:
+                   names: list[str], env: Mapping[str, str] | None = None) -> Any:
     """`python -m MODULE` in the environment ansible-playbook gets for `names` (the NetBox
-    inventory narrowed to them, ansible.cfg, no secrets but the token's file): for code that
-    uses Ansible's own API, kept out of racklift's process. `request` goes to its stdin as
-    JSON; its stdout is read as JSON."""
+    inventory narrowed to them, ansible.cfg, no secrets but the token's file; `env` as
+    run_playbook's): for code that uses Ansible's own API, kept out of racklift's process.
+    `request` goes to its stdin as JSON; its stdout is read as JSON."""
     with _token_file(settings.token) as token_file:
         proc = subprocess.run([sys.executable, "-m", module], input=json.dumps(request),
                               capture_output=True, text=True, cwd=REPO_ROOT,
-                              env=child_environment(settings, token_file, names))
+                              env=child_environment(settings, token_file, names, env))
     if proc.returncode != 0:
         raise RackliftError(f"{module} did not run (exit {proc.returncode}): "
                             f"{proc.stderr.strip()[-1500:]}")

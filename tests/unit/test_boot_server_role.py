@@ -87,11 +87,28 @@ def test_stale_paths_are_hosts_files_and_never_the_installer_media() -> None:
         f"{root}/ipxe/52:54:00:90:00:19.ipxe", f"{api}/hosts/node-09.json"]
 
 
-def test_release_paths_are_each_hosts_script_and_deploy_data() -> None:
+def test_release_paths_are_each_hosts_script_deploy_data_and_installer_files() -> None:
+    """Everything that holds a released host's token or SSH host key."""
     assert filters.boot_server_release_paths(HOSTS, "/srv/http", "/var/api") == [
+        "/srv/http/installer/node-01", "/srv/http/installer/node-02",
         "/srv/http/ipxe/52:54:00:90:00:11.ipxe", "/srv/http/ipxe/52:54:00:90:00:12.ipxe",
         "/var/api/hosts/node-01.json", "/var/api/hosts/node-02.json"]
     assert filters.boot_server_release_problems(HOSTS) == []
+
+
+def test_the_hosts_the_role_loops_over_in_the_open_hold_no_token_or_host_key() -> None:
+    """The deploy data and installer files hold the host's SSH host key, the entry its token:
+    what the templates and logged loops see has none of them."""
+    hosts = [{"name": "node-01", "mac": "52:54:00:90:00:11", "ip": "10.90.0.11",
+              "deploy": True, "method": "image", "token": "t0k3n",
+              "deploy_data": {"ssh_host_ed25519_key": "UFJJVkFURQ=="}},
+             {"name": "node-02", "mac": "52:54:00:90:00:12", "ip": "10.90.0.12",
+              "deploy": True, "method": "installer",
+              "installer": {"ipxe": "#!ipxe", "files": {"preseed.cfg": "PRIVATE"}}}]
+    public = filters.boot_server_public_hosts(hosts)
+    assert "UFJJVkFURQ" not in str(public) and "PRIVATE" not in str(public)
+    assert "t0k3n" not in str(public)
+    assert [h["name"] for h in public] == ["node-01", "node-02"]
 
 
 @pytest.mark.parametrize("planted", [

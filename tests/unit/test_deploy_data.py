@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from racklift.imaging import diskimage, ramdisk
+from racklift.imaging import diskimage, host_keys, ramdisk
 from racklift.imaging.deploy_data import (
     DeployDataError,
     HostDeploy,
@@ -35,12 +35,13 @@ KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBk2Ay1d3BTrlW9LCzg8p8bEzLxvRgGcXa8W0
 IMAGE = ImageArtifact("debian12", "0123456789abcdef", "ab" * 32)
 SERVER = "http://10.90.0.1"
 NONCE = "5e" * 16
+HOST_KEY = host_keys.new_host_key()
 
 
 def spec(**changes) -> HostDeploy:
     base = HostDeploy(host="gpu-a01", mac="52:54:00:AA:BB:01", address="10.90.0.11/24",
                       target_disk="/dev/vda", gateway="10.90.0.1", dns=("10.90.0.1",),
-                      authorized_keys=(KEY,))
+                      authorized_keys=(KEY,), host_key=HOST_KEY)
     return dataclasses.replace(base, **changes)
 
 
@@ -54,6 +55,8 @@ def test_render_matches_the_contract() -> None:
         "target_disk": "/dev/vda", "target_disk_sysfs": None, "target_disk_id": None,
         "hostname": "gpu-a01",
         "authorized_keys": [KEY],
+        "ssh_host_ed25519_key": HOST_KEY.private_base64(),
+        "ssh_host_ed25519_key_pub": HOST_KEY.public,
         "network": {"mac": "52:54:00:aa:bb:01", "address": "10.90.0.11/24",
                     "gateway": "10.90.0.1", "dns": ["10.90.0.1"]},
     }
@@ -162,11 +165,44 @@ def test_the_ramdisk_reads_each_field_the_api_sends() -> None:
     data = render(spec(target_disk="/dev/disk/by-id/wwn-0x5000c500a1b2c3d4"), IMAGE, SERVER,
                   NONCE)
     fields = ("host", "nonce", "url", "sha256", "name", "build_id", "target_disk",
-              "target_disk_sysfs", "target_disk_id", "hostname", "address", "gateway")
+              "target_disk_sysfs", "target_disk_id", "hostname", "address", "gateway",
+              "ssh_host_ed25519_key", "ssh_host_ed25519_key_pub")
     assert _ramdisk_fields(json.dumps(data), fields) == [
         "gpu-a01", NONCE, IMAGE.url(SERVER), IMAGE.sha256, "debian12", IMAGE.build_id,
         "/dev/disk/by-id/wwn-0x5000c500a1b2c3d4", "device/wwid", "naa.5000c500a1b2c3d4",
-        "gpu-a01", "10.90.0.11/24", "10.90.0.1"]
+        "gpu-a01", "10.90.0.11/24", "10.90.0.1", HOST_KEY.private_base64(), HOST_KEY.public]
+
+
+def test_the_ramdisk_writes_the_host_key_the_controller_pins(tmp_path) -> None:
+    """The ramdisk's own lines that write the host key, run by busybox on a stand-in /mnt: the
+    key sshd will present is the pair the controller made (ssh-keygen derives its public half
+    from the written file), readable by root alone, and no other host key is left."""
+    init = ramdisk.INIT.read_text()
+    start = init.index("rm -f /mnt/etc/ssh/ssh_host_*")
+    block = init[start:init.index("\n", init.index("ssh_host_ed25519_key.pub", start))]
+    etc = tmp_path / "etc" / "ssh"
+    etc.mkdir(parents=True)
+    (etc / "ssh_host_rsa_key").write_text("an image's own key")
+    script = "fail() { echo \"fail $*\"; exit 1; }\nwipe() { :; }\n" + block.replace(
+        "/mnt/", f"{tmp_path}/")
+    subprocess.run([*SHELL, "-c", script], check=True, timeout=10, env={
+        "PATH": "/usr/bin:/bin", "HOST_KEY": HOST_KEY.private_base64(),
+        "HOST_KEY_PUB": HOST_KEY.public})
+    private = etc / "ssh_host_ed25519_key"
+    assert private.read_text() == HOST_KEY.private
+    assert private.stat().st_mode & 0o777 == 0o600
+    assert (etc / "ssh_host_ed25519_key.pub").read_text().strip() == HOST_KEY.public
+    derived = subprocess.run(["ssh-keygen", "-y", "-f", str(private)], capture_output=True,
+                             text=True, check=True, timeout=10).stdout
+    assert derived.split()[:2] == HOST_KEY.public.split()[:2]
+    assert sorted(p.name for p in etc.iterdir()) == ["ssh_host_ed25519_key",
+                                                     "ssh_host_ed25519_key.pub"]
+
+
+def test_a_deploy_without_its_host_key_is_refused() -> None:
+    with pytest.raises(DeployDataError, match="gpu-a01: deploy data field "
+                       "'ssh_host_ed25519_key' is missing; give the host a key"):
+        render(spec(host_key=None), IMAGE, SERVER, NONCE)
 
 
 # Stable disk names: what udev links under /dev/disk/by-id, and the file of /sys/block/<disk>

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,10 +16,10 @@ import pytest
 
 import emulated
 from racklift.ansible import HostEvent, PlaybookResult
-from racklift.imaging import diskimage, ramdisk
+from racklift.imaging import diskimage, host_keys, ramdisk
 from racklift.lifecycle.state import IMAGE_FIELD
 from racklift.netbox.expected import ExpectedHost
-from racklift.pipeline import image_plan
+from racklift.pipeline import image_plan, ssh_wait
 from racklift.pipeline import image_stage as imaging
 from racklift.pipeline.progress import Progress
 from redfish_trees import DELL, Tree
@@ -338,16 +339,64 @@ class _InstallAnsible:
         preseed = entry["installer"]["files"]["preseed.cfg"]
         blob = preseed.split("echo ", 1)[1].split(" ", 1)[0]
         script = base64.b64decode(blob).decode()
-        nonce = script.split("echo ", 1)[1].split(" ", 1)[0]
+        (nonce,) = [line.split()[1] for line in script.splitlines()
+                    if line.endswith("> /etc/racklift/deploy-nonce")]
         marker = script.split("image.json <<'RACKLIFT_MARKER'\n", 1)[1].split("\n", 1)[0]
         return f"new-boot-id\n{nonce}\n{marker}\n"
 
 
+class _Hosts:
+    """The deployed hosts' SSH, stood in for as ssh would answer: each host presents the key its
+    deploy data or installer files gave it (or `planted`'s, for the hosts named there), and a
+    connection succeeds only when the known_hosts file the argv names holds that key under the
+    HostKeyAlias the argv gives. reach stands in for the inventory: the run's pinned hosts get
+    the arguments inventory/group_vars/all/ssh.yml gives them."""
+
+    def __init__(self, ansible: _InstallAnsible,
+                 planted: dict[str, host_keys.HostKey] | None = None) -> None:
+        self.ansible, self.planted, self.tries = ansible, planted or {}, []
+
+    def reach(self, names, settings, extravars, env):
+        pinned = extravars[host_keys.EXTRA_VAR]
+        return {name: {"ssh": ["ssh", *(["-o", "StrictHostKeyChecking=yes", "-o",
+                                         f"HostKeyAlias={name}", "-o",
+                                         f"UserKnownHostsFile={pinned['dir']}/{name}"]
+                                        if name in pinned["hosts"] else []), "--", name]}
+                for name in names}
+
+    def presented(self, name: str) -> str:
+        if name in self.planted:
+            return self.planted[name].public
+        (entry,) = [h for h in self.ansible.entries() if h["name"] == name]
+        if entry["method"] == "image":
+            return entry["deploy_data"]["ssh_host_ed25519_key_pub"]
+        script = base64.b64decode(entry["installer"]["files"]["preseed.cfg"].split(
+            "echo ", 1)[1].split(" ", 1)[0]).decode()
+        return script.split("echo '", 1)[1].split("'", 1)[0]
+
+    def one_try(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
+        name = argv[argv.index("--") + 1]
+        self.tries.append(name)
+        options = dict(a.split("=", 1) for a in argv if "=" in a)
+        known = Path(options["UserKnownHostsFile"]).read_text().split()
+        if known[0] == options["HostKeyAlias"] and " ".join(known[1:3]) == \
+                self.presented(name):
+            return subprocess.CompletedProcess(argv, 0, "", "")
+        return subprocess.CompletedProcess(argv, 255, "", (
+            "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n"
+            "@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @\n"
+            f"Host key for {name} has changed and you have requested strict checking.\n"
+            "Host key verification failed.\n"))
+
+
 def _install(monkeypatch, tmp_path, on_reads: int | None, install: float = 60.0,
-             deployed: int = 0):
+             deployed: int = 0, planted: dict[str, host_keys.HostKey] | None = None):
     """gpu-01 installed with Debian's installer, and the next `deployed` hosts with the image."""
     calls: list[tuple[str, ...]] = []
     ansible = _InstallAnsible(calls)
+    hosts = _Hosts(ansible, planted)
+    monkeypatch.setattr(imaging, "reach", hosts.reach)
+    monkeypatch.setattr(ssh_wait, "one_try", hosts.one_try)
     media = tmp_path / "media"
     media.mkdir()
     for name in ("linux", "initrd.gz"):
@@ -373,6 +422,7 @@ def _install(monkeypatch, tmp_path, on_reads: int | None, install: float = 60.0,
         SimpleNamespace(settings=None), [t.host for t in installs], tmp_path,
         Progress(lines.append), imaging.ImagingOptions(
             image=IMAGE, timeouts=image_plan.Timeouts(install=install)))
+    ansible.tries = hosts.tries
     return errors, calls, ansible, recorded, lines
 
 
@@ -423,6 +473,26 @@ def test_a_rack_that_mixes_both_checks_its_deployed_hosts_before_waiting_on_inst
     assert calls.index(("image_check.yml", "gpu-02")) < calls.index(("power state", "gpu-01"))
     assert sorted(u.fields[IMAGE_FIELD].split()[0] for u in recorded) == [
         IMAGE.name, "installer-debian-12"]
+
+
+def test_a_host_presenting_another_key_than_it_was_given_fails_at_once(monkeypatch,
+                                                                        tmp_path) -> None:
+    """Planted: gpu-02 answers with a key other than its deploy data's (another machine at its
+    address). It fails on its first SSH try, naming what that means, and nothing runs on it;
+    gpu-01 (installed: its key came in its preseed) passes on the key it was given."""
+    errors, calls, ansible, recorded, _ = _install(
+        monkeypatch, tmp_path, on_reads=2, deployed=1,
+        planted={"gpu-02": host_keys.new_host_key()})
+    assert errors == {"gpu-01": None,
+                      "gpu-02": f"after the deploy, SSH: {host_keys.MISMATCH_ERROR}"}
+    assert ansible.tries.count("gpu-02") == 1
+    assert ("image_check.yml", "gpu-02") not in calls
+    assert ("image_check.yml", "gpu-01") in calls
+    assert [u.fields[IMAGE_FIELD].split()[0] for u in recorded] == ["installer-debian-12"]
+    # The run's known_hosts: each host's own key, as the deploy data carried it.
+    (entry,) = [e for e in ansible.entries() if e["name"] == "gpu-02"]
+    assert (tmp_path / "known_hosts" / "gpu-02").read_text() == \
+        f"gpu-02 {entry['deploy_data']['ssh_host_ed25519_key_pub']}\n"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import subprocess
 import pytest
 import yaml
 
+from racklift.imaging import host_keys
 from racklift.imaging import installer as installer_module
 from racklift.imaging.deploy_data import DeployDataError, HostDeploy
 from racklift.imaging.installer import (
@@ -24,12 +25,13 @@ from racklift.imaging.installer import (
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE3racklift0test0key0only0for0tests operator@lab"
 SERVER = "http://10.90.0.1"
 NONCE = "0123456789abcdef0123456789abcdef"
+HOST_KEY = host_keys.new_host_key()
 
 
 def host(**changes) -> HostDeploy:
     values = {"host": "gpu-042", "mac": "52:54:00:AB:00:42", "address": "10.90.0.42/24",
               "gateway": "10.90.0.1", "dns": ("10.90.0.1", "10.90.0.2"),
-              "authorized_keys": (KEY,), "target_disk": "/dev/nvme0n1"}
+              "authorized_keys": (KEY,), "target_disk": "/dev/nvme0n1", "host_key": HOST_KEY}
     return HostDeploy(**{**values, **changes})
 
 
@@ -94,6 +96,25 @@ def test_late_command_writes_keys_and_markers_and_is_valid_shell(tmp_path):
     assert json.loads((root / "etc/racklift/deploy.json").read_text()) == {
         "host": "gpu-042", "image": "installer-debian-12", "build_id": rendered.marker["build_id"]}
     assert (root / "etc/racklift/deploy-nonce").read_text() == NONCE + "\n"
+    # The host key the controller pins, in place of the one the package install made.
+    private = root / "etc/ssh/ssh_host_ed25519_key"
+    assert private.read_text() == HOST_KEY.private
+    assert oct(private.stat().st_mode & 0o777) == "0o600"
+    assert (root / "etc/ssh/ssh_host_ed25519_key.pub").read_text() == HOST_KEY.public + "\n"
+
+
+@pytest.mark.parametrize("os_name", ["debian-12", "ubuntu-24.04"])
+def test_the_installer_files_hold_the_host_key_and_refuse_a_host_without_one(os_name):
+    """Both installers' late commands carry the key (in base64, as the script is); so the
+    rendered files are secret (the boot_server role serves them to the host alone)."""
+    rendered = render_installer(host(), InstallerSpec(os=os_name), SERVER, NONCE)
+    text = "".join(rendered.files.values())
+    late = "".join(base64.b64decode(b).decode(errors="replace")
+                   for b in re.findall(r"echo ([A-Za-z0-9+/=]{200,})", text))
+    assert HOST_KEY.private_base64() in late and HOST_KEY.public in late
+    with pytest.raises(DeployDataError, match="gpu-042: deploy data field "
+                       "'ssh_host_ed25519_key' is missing"):
+        render_installer(host(host_key=None), InstallerSpec(os=os_name), SERVER, NONCE)
 
 
 def test_a_proxy_reaches_the_installer_and_the_installed_apt():

@@ -15,7 +15,9 @@ METHODS = ("image", "installer")
 DHCP_MODES = ("authoritative", "proxy")
 # Where boot_server_files may go under the HTTP root (the contract's layout).
 FILE_AREAS = ("ramdisk/", "images/", "installer/")
-SECRET_KEYS = ("token",)
+# A host's token, and what holds its SSH host key (racklift.imaging.host_keys): its deploy data,
+# its preseed or autoinstall.
+SECRET_KEYS = ("token", "deploy_data", "installer")
 FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -190,10 +192,11 @@ def boot_server_release_problems(hosts: list[dict[str, Any]]) -> list[str]:
 
 def boot_server_release_paths(hosts: list[dict[str, Any]], http_root: str,
                               api_data: str) -> list[str]:
-    """Each released host's iPXE script (a deploy script holds its token) and deploy data (the
-    token's hash)."""
+    """Each released host's iPXE script (a deploy script holds its token), deploy data (the
+    token's hash, its SSH host key) and installer files (an installed host's SSH host key)."""
     return sorted({path for h in hosts for path in (f"{http_root}/ipxe/{h['mac']}.ipxe",
-                                                    f"{api_data}/hosts/{h['name']}.json")})
+                                                    f"{api_data}/hosts/{h['name']}.json",
+                                                    f"{http_root}/installer/{h['name']}")})
 
 
 def boot_server_subnet_parts(subnet: str) -> dict[str, str]:
@@ -203,7 +206,7 @@ def boot_server_subnet_parts(subnet: str) -> dict[str, str]:
 
 
 def boot_server_public_hosts(hosts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The hosts without their tokens, safe to loop over and show."""
+    """The hosts without their tokens and host keys, safe to loop over and show."""
     return [{k: v for k, v in host.items() if k not in SECRET_KEYS} for host in hosts]
 
 

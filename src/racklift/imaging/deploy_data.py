@@ -6,7 +6,8 @@ artifact and a new nonce; the boot_server role stores it as hosts/<hostname>.jso
 token's SHA-256 and the host's reserved address (host_record). The deploy ramdisk reads it with
 sed, so every string is checked here to be plain: no quotes, backslashes, brackets or line
 breaks. It writes the nonce on the disk it deployed, where the controller's SSH check reads it
-back: a disk that holds this deploy's nonce is the one this deploy wrote.
+back: a disk that holds this deploy's nonce is the one this deploy wrote; and the host's SSH host
+key (racklift.imaging.host_keys), so that check knows the machine answering is that host.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from racklift.errors import RackliftError
+from racklift.imaging import host_keys
 
 HOSTNAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 MAC_RE = re.compile(r"^[0-9a-f]{2}([:-][0-9a-f]{2}){5}$")
@@ -77,6 +79,9 @@ class HostDeploy:
     dns: tuple[str, ...] = ()
     authorized_keys: tuple[str, ...] = field(default_factory=tuple)
     hostname: str | None = None  # defaults to host
+    # Its SSH host key (host_keys.new_host_key()): written into /etc/ssh before the first boot,
+    # the one key the run accepts from it.
+    host_key: host_keys.HostKey | None = None
 
 
 @dataclass(frozen=True)
@@ -189,6 +194,18 @@ def _keys(host: str, keys: Sequence[str]) -> list[str]:
     return out
 
 
+def host_key_fields(host: str, key: host_keys.HostKey | None) -> dict[str, str]:
+    """The host key's deploy data fields; DeployDataError when there is none or it is not one
+    host_keys made."""
+    if key is None:
+        raise _fail(host, "ssh_host_ed25519_key", "is missing",
+                    "give the host a key from racklift.imaging.host_keys.new_host_key()")
+    try:
+        return host_keys.deploy_fields(key)
+    except ValueError as exc:
+        raise _fail(host, "ssh_host_ed25519_key", str(exc), "make a new one") from None
+
+
 def _target_disk(host: str, disk: str) -> dict[str, str | None]:
     _check(host, "target_disk", disk, DISK_RE, DISK_HINT)
     try:
@@ -228,6 +245,7 @@ def render(spec: HostDeploy, image: ImageArtifact, boot_server_url: str,
         **_target_disk(host, spec.target_disk),
         "hostname": hostname,
         "authorized_keys": _keys(host, spec.authorized_keys),
+        **host_key_fields(host, spec.host_key),
         "network": _network(spec, host),
     }
 

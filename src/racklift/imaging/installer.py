@@ -6,8 +6,10 @@ the same rules) render a Debian 12 preseed or an Ubuntu autoinstall (cloud-init 
 serves the result per host (`boot_server_hosts[].method: installer`, `.installer` =
 `boot_server_installer()`): the script as `ipxe/<mac>.ipxe`, the files under
 `installer/<hostname>/`. The installed system carries the racklift markers the image path
-writes (`/etc/racklift/image.json`, `/etc/racklift/deploy.json`), named "installer-<os>", and
-the deploy's nonce (`/etc/racklift/deploy-nonce`) the image stage's SSH check reads back. The
+writes (`/etc/racklift/image.json`, `/etc/racklift/deploy.json`), named "installer-<os>", the
+deploy's nonce (`/etc/racklift/deploy-nonce`) the image stage's SSH check reads back, and the SSH
+host key racklift made for it (racklift.imaging.host_keys): the rendered files hold that key,
+so the boot server serves them to the host's address alone and removes them on release. The
 installer powers the host off when it is done: the image stage sees the end of an install as
 the BMC's power state, boots the disk and checks the host over SSH.
 """
@@ -34,6 +36,7 @@ from racklift.imaging.deploy_data import (
     _check,
     _keys,
     _network,
+    host_key_fields,
 )
 
 TEMPLATES = Path(__file__).with_name("installer")
@@ -138,6 +141,7 @@ def render_installer(spec: HostDeploy, installer: InstallerSpec, boot_server_url
     disk = _check(host, "target_disk", spec.target_disk, DISK_RE,
                   "name the disk to install on as /dev/..., e.g. /dev/vda")
     keys = _keys(host, spec.authorized_keys)
+    host_key = host_key_fields(host, spec.host_key)
     network = _network(spec, host)
     if installer.os not in RELEASES:
         raise InstallerError(f"{host}: installer field 'os' is {installer.os!r}; use one of "
@@ -152,7 +156,7 @@ def render_installer(spec: HostDeploy, installer: InstallerSpec, boot_server_url
     interface = ipaddress.ip_interface(network["address"])
     context: dict[str, Any] = {
         "host": spec.host, "hostname": hostname, "os": installer.os, "disk": disk,
-        "keys": keys, "network": network, "ip": str(interface.ip),
+        "keys": keys, "host_key": host_key, "network": network, "ip": str(interface.ip),
         "netmask": str(interface.netmask), "mirror": mirror, "proxy": proxy, "nonce": nonce,
         "mirror_host": mirror.split("://", 1)[1].split("/", 1)[0],
         "mirror_dir": "/" + mirror.split("://", 1)[1].partition("/")[2],

@@ -32,29 +32,30 @@ a timeout per phase and one clear error each; one host's failure never stops the
 5. Redfish: boot from disk again, always (sushy-tools keeps "Once" forever and its VM reboots
    into the network: then a power cycle makes the disk boot take effect). Hosts that failed
    after power-on are powered off, so they do not loop through network boots.
-6. SSH (playbooks/image_check.yml, the inventory's connection, the lab's ProxyCommand): a new
-   boot id, this deploy's nonce on the disk (the ramdisk or the installer wrote it: an older
-   disk of the same image has another or none) and the marker (name + build id); NetBox's
-   custom field `racklift_image` records it. Installed hosts are powered on again first.
+6. SSH (the inventory's connection, the lab's ProxyCommand), accepting only the host key
+   racklift made for this deploy (racklift.imaging.host_keys: it went to the host with its
+   deploy data or installer files; the run's known_hosts holds its public half), waited for
+   by racklift.pipeline.ssh_wait (another key fails the host at once), then
+   playbooks/image_check.yml: a new boot id, this deploy's nonce on the disk (the ramdisk or the
+   installer wrote it: an older disk of the same image has another or none) and the marker
+   (name + build id); NetBox's custom field `racklift_image` records it. Installed hosts are
+   powered on again first.
 7. However the stage ends, after step 5: each boot server drops the deploy scripts and deploy
    data (tokens, their hashes) of the hosts it was given (playbooks/image_release.yml).
 
-Secrets: tokens and the vars file with them, and the host vars file with the BMC credentials,
-live in a 0700 directory outside the run directory, deleted at the end; tokens never appear
-in errors or progress. The pipeline writes NetBox status and journal.
+Secrets: tokens, host keys and the vars file with them, and the host vars file with the BMC
+credentials, live in a 0700 directory outside the run directory (racklift.secret_files),
+deleted at the end; tokens and private keys never appear in errors or progress. The pipeline
+writes NetBox status and journal.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,7 @@ from racklift.bmc import firmware
 from racklift.bmc.inventory import BmcInventory, read_inventory
 from racklift.bmc.redfish import BmcError, client_for
 from racklift.errors import RackliftError
-from racklift.imaging import deploy_data, diskimage, installer, ramdisk
+from racklift.imaging import deploy_data, diskimage, host_keys, installer, ramdisk
 from racklift.lifecycle.stages import IMAGE
 from racklift.lifecycle.state import IMAGE_FIELD, Transition, apply
 from racklift.netbox.client import NetBox
@@ -100,25 +101,9 @@ from racklift.pipeline.image_plan import (
     ssh_timeout,
 )
 from racklift.pipeline.progress import Progress
-
-
-@contextmanager
-def _secrets_dir() -> Iterator[Path]:
-    """0700, outside the run directory (runner artifacts are kept), removed at the end."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    path = Path(tempfile.mkdtemp(prefix="racklift-image-",
-                                 dir=runtime if runtime and os.path.isdir(runtime) else None))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def _write_secret(path: Path, data: Any) -> Path:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        json.dump(data, out)
-    return path
+from racklift.pipeline.ssh_wait import wait_for_ssh
+from racklift.secret_files import secrets_dir, write_secret
+from racklift.verify.reach import reach
 
 
 def with_boot_servers(directory: Path, extra: tuple[str, ...] = ()) -> dict[str, str]:
@@ -236,10 +221,10 @@ def _hostvars(run: _Run, targets: list[Target], ident: str) -> tuple[list[Target
 def _entry(run: _Run, t: Target, server: BootServer) -> dict[str, Any]:
     """The host's boot_server_hosts entry: its deploy (image, with a token) or its install;
     RackliftError naming the field when its data cannot be rendered."""
-    nonce = deploy_data.new_nonce()
+    nonce, key = deploy_data.new_nonce(), host_keys.new_host_key()
     spec = deploy_data.HostDeploy(host=t.name, mac=t.mac, address=t.host.primary_ip or "",
                                   authorized_keys=authorized_keys(t.name, t.hostvars),
-                                  target_disk=t.disk)
+                                  target_disk=t.disk, host_key=key)
     entry = {"name": t.name, "mac": t.mac, "ip": t.host.address, "deploy": True}
     if t.installer:
         rendered = installer.render_installer(spec, t.installer_spec(), server.url, nonce)
@@ -250,6 +235,7 @@ def _entry(run: _Run, t: Target, server: BootServer) -> dict[str, Any]:
             t.image.name, t.image.build_id, t.image.sha256), server.url, nonce)
         entry.update(method="image", token=deploy_data.new_token(), deploy_data=data)
         marker = image_marker(t.image)
+    host_keys.write_known_hosts(run.run_dir, t.name, key)
     run.nonces[t.name], run.markers[t.name] = nonce, marker
     return entry
 
@@ -275,7 +261,7 @@ def _prepare_boot_servers(run: _Run, targets: list[Target], servers: dict[str, B
             entries.append(entry)
         if not entries:
             continue
-        vars_file = _write_secret(run.secrets / f"boot-{name}.json",
+        vars_file = write_secret(run.secrets / f"boot-{name}.json",
                                   boot_vars(server, entries, _images(
                                       [t for t in mine if not t.installer]), disk, media))
         run.progress.note(f"boot server {name}: serving {len(entries)} deploys")
@@ -419,8 +405,12 @@ def _check(run: _Run, targets: list[Target], old_ids: dict[str, set[str]],
     if not targets:
         return
     timeout = ssh_timeout(targets, run.options.timeouts)
+    pinned = host_keys.extravars(run.run_dir, [t.name for t in targets])
+    targets = _wait_for_ssh(run, targets, pinned, time.monotonic() + timeout)
+    if not targets:
+        return
     result = run.playbook("image_check.yml", [t.name for t in targets], f"image-check-{ident}",
-                          {"racklift_image_ssh_timeout": int(timeout)}, (CHECK_TASK,))
+                          {"racklift_image_ssh_timeout": int(timeout), **pinned}, (CHECK_TASK,))
     updates = []
     for t in targets:
         want = run.markers[t.name]
@@ -446,6 +436,23 @@ def _check(run: _Run, targets: list[Target], old_ids: dict[str, set[str]],
     apply(run.netbox, updates)
 
 
+def _wait_for_ssh(run: _Run, targets: list[Target], pinned: Mapping[str, Any],
+                  deadline: float) -> list[Target]:
+    """The targets that answer on SSH with the key racklift gave them, by `deadline`; the
+    others fail here. A host Ansible reaches another way than ssh is left to image_check's own
+    wait."""
+    entries = reach([t.name for t in targets], run.netbox.settings,
+                    {**run.options.extravars, **pinned}, run.env)
+    for name, entry in entries.items():
+        if "error" in entry:
+            run.fail(name, f"after the deploy, SSH: {entry['error']}")
+    answers = wait_for_ssh({n: e["ssh"] for n, e in entries.items() if "ssh" in e}, deadline)
+    for name, why in answers.items():
+        if why:
+            run.fail(name, f"after the deploy, SSH: {why}")
+    return run.live(targets)
+
+
 def image_hosts(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, progress: Progress,
                 options: ImagingOptions | None = None) -> dict[str, str | None]:
     """Image `hosts` (the pipeline's ImageStage); host name → error, None when imaged."""
@@ -461,7 +468,7 @@ def image_hosts(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, progre
     progress.note(f"image {image.name} {image.build_id} ({image.size // 2**20} MiB"
                   f"{'' if image.cached else f', built in {image.seconds:.0f} s'}), ramdisk "
                   f"{disk.build_id}")
-    with _secrets_dir() as secrets:
+    with secrets_dir() as secrets:
         run = _Run(netbox, run_dir, progress, options, secrets)
         run.errors = {h.name: None for h in hosts}
         targets, servers = _resolve(run, hosts, image)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from racklift.ansible import run_playbook
 from racklift.errors import RackliftError
+from racklift.imaging import host_keys
 from racklift.lifecycle import lock
 from racklift.lifecycle.result import of_stage_failure
 from racklift.lifecycle.stages import ACCEPT, COMPLETED, CONFIGURE, IMAGE, VERIFY
@@ -210,6 +211,9 @@ class _Batch:
         if self.image is None:
             raise RackliftError("the image stage is not available here: pass --no-image")
         outcome = self.image(self.netbox, [h.host for h in live], self.run_dir, self.progress)
+        # The rack's later stages reach each imaged host with the host key it was given alone.
+        if imaged := [h.name for h in live if h.name in outcome and not outcome[h.name]]:
+            self.extravars = {**self.extravars, **host_keys.extravars(self.run_dir, imaged)}
         self.timed(live, IMAGE)
         self.fail({n: why for n, why in outcome.items() if why}, IMAGE)
         self.completed(live, IMAGE, "imaged")

@@ -20,6 +20,7 @@ from typing import Any
 
 from racklift.ansible import HostEvent, failure_text
 from racklift.child_env import without_secrets
+from racklift.imaging import host_keys
 
 # collect.yml's task names: the direct collector's progress events and failures name the same.
 COLLECT_TASK = "Run the collector on the host"
@@ -106,7 +107,8 @@ async def run_on(ssh: list[str], argv: list[str], script: bytes, *, limit: int,
                                    f"{limit / 2**20:g} MiB: refused, the connection cut")
     text = err.decode(errors="replace")
     if proc.returncode == SSH_FAILED:
-        raise HostFailed("unreachable", " ".join(text.split())[:300] or "ssh failed")
+        raise HostFailed("unreachable", host_keys.MISMATCH_ERROR if host_keys.mismatch(text)
+                         else " ".join(text.split())[:300] or "ssh failed")
     return Ran(argv, proc.returncode or 0, out.decode(errors="replace"), text)
 
 

@@ -86,10 +86,12 @@ def target(hostvars: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str,
 
 
 def reach(names: list[str], settings: NetBoxSettings,
-          extravars: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
-    """Each host's entry (see the module's docstring), resolved in Ansible's environment."""
+          extravars: Mapping[str, Any] | None = None,
+          env: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    """Each host's entry (see the module's docstring), resolved in Ansible's environment
+    (`env`: more of it, as a playbook run's, e.g. other inventory sources)."""
     got = run_in_ansible(__name__, {"hosts": names, "extravars": dict(extravars or {})},
-                         settings, names)
+                         settings, names, env)
     return {name: got[name] if isinstance(got, dict) and isinstance(got.get(name), dict)
             else {"error": "its connection settings did not come back"} for name in names}
 

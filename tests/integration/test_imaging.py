@@ -20,6 +20,7 @@ boots Debian's own installer instead (its os_image installer-debian-12), in the 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import ipaddress
 import json
@@ -34,14 +35,14 @@ from pathlib import Path
 import pytest
 
 from racklift import podman
-from racklift.imaging import deploy_data, diskimage
+from racklift.imaging import deploy_data, diskimage, host_keys
 from racklift.lab import hosts as lab_hosts
 from racklift.lab import vrack
 from racklift.netbox.expected import CONTEXT_KEY
 from racklift.netbox.reader import Selection
 from racklift.pipeline import image_plan
 from racklift.pipeline import image_stage as imaging
-from racklift.pipeline.outcome import FAILED, JOINED, STAGED
+from racklift.pipeline.outcome import FAILED, JOINED
 from racklift.pipeline.plan import REIMAGE, Options
 from racklift.pipeline.progress import Progress
 from racklift.pipeline.provision import run
@@ -93,6 +94,23 @@ def tokens(request) -> list[str]:
 
     patch = pytest.MonkeyPatch()
     patch.setattr(imaging.deploy_data, "new_token", observed)
+    request.addfinalizer(patch.undo)
+    return made
+
+
+@pytest.fixture(scope="module")
+def made_keys(request) -> list[host_keys.HostKey]:
+    """Every host key the stage makes (the real generator, observed): the secrets check looks
+    for their private halves, the re-image's plant gives one host another."""
+    made: list[host_keys.HostKey] = []
+    real = host_keys.new_host_key
+
+    def observed() -> host_keys.HostKey:
+        made.append(real())
+        return made[-1]
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(imaging.host_keys, "new_host_key", observed)
     request.addfinalizer(patch.undo)
     return made
 
@@ -189,7 +207,7 @@ def _apt_runs(run_dir: Path, host: str) -> tuple[set[str], list[str]]:
 
 
 def test_new_vm_from_power_off_to_the_pool_while_bmc_and_mac_failures_stay_per_host(
-        netbox, rack, image, tokens, runs, tmp_path):
+        netbox, rack, image, tokens, made_keys, runs, tmp_path):
     """One `provision`, as a rack would go: vm 1 never booted and goes from power-off to the
     pool (imaged, every node role, verify with every health check and the GPU container pulled
     through the rack's mirror, active); vm 2's BMC rejects the password, vm 3's BMC does not
@@ -218,14 +236,19 @@ def test_new_vm_from_power_off_to_the_pool_while_bmc_and_mac_failures_stay_per_h
     assert hostname == new_vm.name
     assert marker == f'{{"name":"{image.name}","build_id":"{image.build_id}"}}'
     # What the ramdisk wrote from the deploy data: the record of the deploy, the static address
-    # (DHCP leases say "dynamic"), and host keys made on the disk's first boot.
-    deployed, addresses, host_keys = _ssh(
+    # (DHCP leases say "dynamic"), and the host key the controller made, which the run's
+    # known_hosts pinned for every stage after the image (the other types are the first boot's).
+    deployed, addresses, key_files, presented = _ssh(
         new_vm.address, "cat /etc/racklift/deploy.json; echo @; ip -4 -o addr show scope "
-                        "global; echo @; ls /etc/ssh/ssh_host_*_key | wc -l").stdout.split("@\n")
+                        "global; echo @; ls /etc/ssh/ssh_host_*_key | wc -l; echo @; "
+                        "cat /etc/ssh/ssh_host_ed25519_key.pub").stdout.split("@\n")
     assert json.loads(deployed) == {"host": new_vm.name, "image": image.name,
                                     "build_id": image.build_id}
     assert f"inet {new_vm.ip} " in addresses and "dynamic" not in addresses, addresses
-    assert int(host_keys) >= 3
+    assert int(key_files) >= 3
+    pinned = (Path(result.run_dir) / "known_hosts" / new_vm.name).read_text()
+    assert pinned == f"{new_vm.name} {presented.strip()}\n"
+    assert presented.strip() in {k.public for k in made_keys}
     device = _device(netbox, new_vm.name)
     assert device["status"]["value"] == "active"
     assert device["custom_fields"]["racklift_image"] == f"{image.name} {image.build_id}"
@@ -371,11 +394,15 @@ INSTALL_SECONDS = 420
 
 
 def test_reimage_a_corrupted_image_and_the_debian_installer_in_one_run(netbox, rack, image,
-                                                                       tokens, runs, tmp_path):
+                                                                       tokens, made_keys, runs,
+                                                                       tmp_path, monkeypatch):
     """One re-image run of four hosts, as a rack of mixed hosts would go (and one run of VM
     boots instead of two):
 
-    - vm 1 is re-imaged: a new boot id, the image's marker.
+    - vm 1 is re-imaged (a new boot id, the image's marker), but planted: its deploy data
+      carries another host key than the one the controller pins (as another machine answering
+      at its address would present). The stage's SSH wait fails it at its first try, saying
+      so, and nothing runs on it; the pinned key held through the whole first run.
     - vm 4 (its NIC fixed) is given a corrupted copy of the image with the real one's expected
       checksum: its first 8 MiB, as a transfer cut short would leave it (short, so the test
       does not stream a second image: the ramdisk refuses any stream whose sha256 is not the
@@ -407,6 +434,13 @@ def test_reimage_a_corrupted_image_and_the_debian_installer_in_one_run(netbox, r
     options = imaging.ImagingOptions(
         timeouts=image_plan.Timeouts(dhcp=120, deploy=600, install=INSTALL_SECONDS, ssh=300),
         extravars=OPTIONS.extravars, images={corrupt_vm.name: bad})
+    real_render = deploy_data.render
+
+    def other_key_for_vm1(spec, *args, **kwargs):
+        if spec.host == imaged_vm.name:
+            spec = dataclasses.replace(spec, host_key=host_keys.new_host_key())
+        return real_render(spec, *args, **kwargs)
+    monkeypatch.setattr(imaging.deploy_data, "render", other_key_for_vm1)
     devices = {vm.name: _device(netbox, vm.name) for vm in (installer_vm, pinned_vm)}
     _set_local_context(netbox, devices[installer_vm.name], os_image="installer-debian-12")
     # sushy-tools' libvirt driver reports ProcTurboMode Enabled (its default BIOS attributes).
@@ -422,13 +456,14 @@ def test_reimage_a_corrupted_image_and_the_debian_installer_in_one_run(netbox, r
     errors = {h.name: h.error or "" for h in result.hosts}
     console = vrack.console_log(RACK, installer_vm.name).read_text(errors="replace")
     assert {h.name: h.result for h in result.hosts} == {
-        imaged_vm.name: STAGED, installer_vm.name: FAILED, pinned_vm.name: FAILED,
+        imaged_vm.name: FAILED, installer_vm.name: FAILED, pinned_vm.name: FAILED,
         corrupt_vm.name: FAILED}, (errors, console[-3000:])
 
     after, _, marker = _state(imaged_vm.address)
     assert after != before
     assert f'"build_id":"{image.build_id}"' in marker
-    assert _device(netbox, imaged_vm.name)["status"]["value"] == "staged"
+    assert errors[imaged_vm.name] == f"after the deploy, SSH: {host_keys.MISMATCH_ERROR}"
+    _failed_in_netbox(netbox, imaged_vm.name, errors[imaged_vm.name])
 
     assert errors[pinned_vm.name].startswith(
         "its firmware and BIOS are not as its device type pins them: BIOS attribute "
@@ -461,9 +496,12 @@ def test_reimage_a_corrupted_image_and_the_debian_installer_in_one_run(netbox, r
                                                                       console[-3000:])
 
 
-def test_no_secret_in_run_directories_or_output(rack, tokens, runs):
-    assert len(runs) == 2 and len(tokens) >= 3
-    secrets = [vrack.bmc_password(RACK), WRONG_PASSWORD, *tokens]
+def test_no_secret_in_run_directories_or_output(rack, tokens, made_keys, runs):
+    assert len(runs) == 2 and len(tokens) >= 3 and len(made_keys) >= 4
+    # Private keys as the files hold them and as the deploy data carries them (base64).
+    private = [k.private.splitlines()[1] for k in made_keys] + \
+        [k.private_base64()[40:100] for k in made_keys]
+    secrets = [vrack.bmc_password(RACK), WRONG_PASSWORD, *tokens, *private]
     for result, lines in runs:
         files = [p for p in Path(result.run_dir).rglob("*") if p.is_file()]
         assert files

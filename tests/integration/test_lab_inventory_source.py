@@ -6,7 +6,6 @@ collector's reach, as the gate resolves it), and all of them from a lab run."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -80,4 +79,3 @@ def test_a_lab_tag_gives_nothing_without_the_lab_source(lab_tagged, settings, tm
     reached = reach([HOST], settings)[HOST]
     assert reached["sysfs_root"] == "/var/lib/racklift-lab/sys"
     assert any("id_ed25519" in a for a in reached["ssh"]), reached["ssh"]
-    print(json.dumps({"production": production, "lab": lab}, indent=1))

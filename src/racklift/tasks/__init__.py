@@ -47,8 +47,9 @@ def demo(c):
     console.print(f"[bold]{DEMO_FLAKY_HOST} was refused, the others joined the pool; the VM "
                   "went from power-off to the pool.[/] "
                   f"Heal the refused host and re-image it: racklift lab.heal --host "
-                  f"{DEMO_FLAKY_HOST} && racklift reimage --host {DEMO_FLAKY_HOST} "
-                  "--reason 'GPU reseated' --no-image")
+                  f"{DEMO_FLAKY_HOST}, then racklift reimage --host {DEMO_FLAKY_HOST} "
+                  "--reason 'GPU reseated' --no-image told the lab's NetBox and inventory "
+                  "source (docs/lab.md)")
 
 
 namespace = Collection(demo, provision, reimage, accept, verify, locks, unlock, parse, facts_,

@@ -19,13 +19,16 @@ from pathlib import Path
 
 from racklift.lab import hardware, hosts, netbox_server
 from racklift.lab.hwemu.latency import REALISTIC
+from racklift.lab.sources import use_lab_inventory
 from racklift.netbox.client import NetBox, NetBoxSettings
 
 BIN = Path(sys.prefix) / "bin"
 
 
 def lab() -> tuple[netbox_server.NetBoxInstance, NetBoxSettings]:
-    """The running lab NetBox, or exit with what to do."""
+    """The running lab NetBox, or exit with what to do; the benchmark's Ansible runs get the
+    lab's inventory source."""
+    use_lab_inventory()
     instance = netbox_server.NetBoxInstance.from_env()
     if not netbox_server.answers(instance):
         sys.exit(f"the lab NetBox does not answer on {instance.url}: run "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from racklift.lab import netbox_server, seed, services
+from racklift.lab.sources import lab_inventory
 from racklift.netbox.client import NetBox, NetBoxSettings
 
 TEST_NAME = os.environ.get("RACKLIFT_TEST_NETBOX", "test")
@@ -57,6 +59,16 @@ def instance() -> netbox_server.NetBoxInstance:
           f"(already running: {result.already_running})")
     netbox_server.reset(inst)
     return inst
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _lab_inventory() -> Iterator[None]:
+    """The hosts here are the lab's: every Ansible run gets the lab's inventory source, as a lab
+    task's do (a test of production without it takes ANSIBLE_INVENTORY away)."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in lab_inventory().items():
+            patch.setenv(name, value)
+        yield
 
 
 @pytest.fixture(scope="session")

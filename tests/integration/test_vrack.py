@@ -15,6 +15,7 @@ import requests
 
 from helpers import BIN, REPO
 from racklift.lab import hosts, tags, vrack, vrack_uplink
+from racklift.lab.sources import LAB_SOURCE
 from racklift.lab.vrack.layout import ib_leaves, ib_links
 from racklift.netbox.reader import Selection, read_hosts
 
@@ -130,7 +131,7 @@ def test_uplink_refuses_what_is_not_a_proxy_request(head):
 
 def test_ansible_reaches_the_boot_server_with_the_namespace_group_vars(instance, rack,
                                                                       tmp_path):
-    # The repository's inventory brings inventory/group_vars; the second source selects the
+    # The lab's source brings its group_vars (tag_racklift_lab_prov.yml); the third selects the
     # boot server (role boot-server). Only the namespace differs from the lab's.
     (tmp_path / "boot.racklift.yml").write_text(
         f"plugin: racklift_netbox\nroles: [boot-server]\nnames: [{RACK.boot_server}]\n")
@@ -138,8 +139,8 @@ def test_ansible_reaches_the_boot_server_with_the_namespace_group_vars(instance,
            "ANSIBLE_INVENTORY_CACHE": "false", "ANSIBLE_INVENTORY_UNPARSED_FAILED": "true",
            "PATH": f"{BIN}:{os.environ['PATH']}"}
     result = subprocess.run(
-        [str(BIN / "ansible"), "-i", "inventory/netbox.racklift.yml", "-i",
-         str(tmp_path / "boot.racklift.yml"), "-e", f"racklift_vrack_netns={RACK.netns}",
+        [str(BIN / "ansible"), "-i", "inventory/netbox.racklift.yml", "-i", str(LAB_SOURCE),
+         "-i", str(tmp_path / "boot.racklift.yml"), "-e", f"racklift_vrack_netns={RACK.netns}",
          RACK.boot_server, "-m", "ansible.builtin.command", "-a", "hostname"],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -16,6 +16,7 @@ import yaml
 
 from racklift.imaging import deploy_data, diskimage, ramdisk
 from racklift.lab import images
+from racklift.lab.sources import LAB_SOURCE
 from racklift.paths import REPO_ROOT
 
 
@@ -71,7 +72,7 @@ def test_the_node_roles_services_stay_off_until_configured() -> None:
 
 def test_the_lab_hosts_hold_their_roles_share() -> None:
     group_vars = yaml.safe_load(
-        (REPO_ROOT / "inventory/group_vars/tag_racklift_lab_host.yml").read_text())
+        (LAB_SOURCE.parent / "group_vars/tag_racklift_lab_host.yml").read_text())
     assert tuple(group_vars["racklift_roles"]) == images.LAB_HOST_ROLES
     text = images.node_containerfile()
     assert "docker.io" not in text  # the lab's containers run no container runtime role

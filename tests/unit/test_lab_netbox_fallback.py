@@ -11,7 +11,7 @@ import pytest
 
 from racklift.errors import RackliftError
 from racklift.lab import services
-from racklift.tasks import common
+from racklift.tasks import common, lab_netbox
 
 
 class _Impostor(http.server.BaseHTTPRequestHandler):
@@ -49,6 +49,9 @@ def test_something_answering_on_the_lab_port_is_not_taken_for_the_lab(impostor, 
     monkeypatch.delenv("NETBOX_TOKEN", raising=False)
     monkeypatch.setenv("RACKLIFT_LAB_NETBOX_PORT", str(impostor))
     monkeypatch.setenv("RACKLIFT_STATE", str(tmp_path))  # no lab NetBox started here
+    monkeypatch.setattr(common, "_fallbacks", [])
+    monkeypatch.delenv("ANSIBLE_INVENTORY", raising=False)
+    lab_netbox.lab_session()  # what a lab task does first
     with pytest.raises(RackliftError, match=rf"127.0.0.1:{impostor}\) is not the lab NetBox "
                                             "racklift started"):
         common.netbox_settings.__wrapped__()

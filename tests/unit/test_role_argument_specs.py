@@ -21,6 +21,7 @@ from ansible.plugins.loader import init_plugin_loader
 from ansible.template import Templar, trust_as_template
 
 from racklift.lab import hosts, seed, vrack
+from racklift.lab.sources import LAB_SOURCE
 from racklift.lab.vrack.records import vm_software
 from racklift.netbox.desired import DesiredState, parse, role_vars
 from racklift.paths import REPO_ROOT
@@ -228,12 +229,14 @@ def test_the_scenarios_are_read() -> None:
 RACK = vrack.Vrack("rltest-prov", "rltest0", ipaddress.ip_network("10.91.0.0/24"),
                    ipaddress.ip_network("fd52:4c91::/64"), ipaddress.ip_network("127.0.78.0/24"),
                    rack="V91", mac_base=0x5800, memory_mib=512, disk_gib=1)
-DESIRED: dict[str, tuple[dict[str, Any], list[str]]] = {
+LAB_GROUP_VARS = LAB_SOURCE.parent / "group_vars"
+DESIRED: dict[str, tuple[dict[str, Any], list[Path]]] = {
     "default": ({}, []),
     "lab-gpu-server": ({**seed.DESIRED_SOFTWARE, "hardware": {"nvswitch": True}}, []),
-    "lab-host": (hosts.LAB_SOFTWARE, ["tag_racklift_lab_host.yml"]),
+    "lab-host": (hosts.LAB_SOFTWARE, [LAB_GROUP_VARS / "tag_racklift_lab_host.yml"]),
     "vrack-vm": ({**vm_software(RACK), "hardware": {"nvswitch": True}},
-                 ["tag_racklift_lab_prov.yml", "tag_racklift_lab_vm.yml"]),
+                 [LAB_GROUP_VARS / "tag_racklift_lab_prov.yml",
+                  LAB_GROUP_VARS / "tag_racklift_lab_vm.yml"]),
 }
 # Group variables whose value reads a file on the controller (the lab's state directory): not
 # rendered here, so left out; each is checked by its type where a Molecule scenario gives it.
@@ -241,10 +244,10 @@ UNRENDERED = {"lab_hardware_profile"}
 LAB_GATEWAY = "10.91.0.1"
 
 
-def _group_vars(files: list[str]) -> dict[str, Any]:
+def _group_vars(files: list[Path]) -> dict[str, Any]:
     found: dict[str, Any] = {}
-    for name in files:
-        found.update(_load(GROUP_VARS / name) or {})
+    for path in files:
+        found.update(_load(path) or {})
     return {k: v for k, v in found.items() if k not in UNRENDERED}
 
 

@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 import emulated
-from helpers import REPO
 from racklift.errors import LabError
 from racklift.facts.host import from_bundle
 from racklift.lab import hosts, vrack
+from racklift.lab.sources import LAB_SOURCE
 from racklift.lab.vrack.layout import VM_GPUS, ib_leaves, ib_links
 from racklift.lab.vrack.vms import vm_profile
 from racklift.netbox.expected import ExpectedInterface, LinkPeer
@@ -88,7 +88,7 @@ def test_each_emulator_manages_only_its_vm():
 
 def test_group_vars_proxy_command_is_the_labs():
     group_vars = yaml.safe_load(
-        (REPO / "inventory/group_vars/tag_racklift_lab_prov.yml").read_text())
+        (LAB_SOURCE.parent / "group_vars/tag_racklift_lab_prov.yml").read_text())
     args = jinja2.Template(group_vars["ansible_ssh_common_args"]).render(group_vars)
     assert f'ProxyCommand="{vrack.proxy_command(vrack.LAB)}"' in args
 

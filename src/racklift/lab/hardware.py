@@ -15,6 +15,7 @@ from racklift.ansible import run_playbook
 from racklift.errors import LabError
 from racklift.lab import hwemu, leaf, seed
 from racklift.lab.hosts import LAB, LabNet, observed_identity, profiles_dir
+from racklift.lab.sources import lab_inventory
 from racklift.netbox.client import NetBoxSettings
 
 
@@ -57,7 +58,7 @@ def ensure_profiles(hosts: Iterable[seed.HostPlan], net: LabNet = LAB) -> list[s
 def push(names: Iterable[str], settings: NetBoxSettings, net: LabNet = LAB) -> None:
     """Apply the lab_hardware role with each host's stored profile."""
     result = run_playbook("lab_hardware.yml", names, settings,
-                          {"RACKLIFT_LAB_PROFILES": str(profiles_dir(net))})
+                          {**lab_inventory(), "RACKLIFT_LAB_PROFILES": str(profiles_dir(net))})
     if result.rc != 0 or result.failed:
         details = "; ".join(f"{h}: {why}" for h, why in sorted(result.failed.items()))
         raise LabError(f"applying lab_hardware failed (exit {result.rc}): {details}")

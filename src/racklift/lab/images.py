@@ -20,7 +20,8 @@ def host_image() -> str:
     return derived_image(HOST_REPO, base_image(), CONTAINERFILE)
 
 
-# The node roles the lab's container hosts run (inventory/group_vars/tag_racklift_lab_host.yml).
+# The node roles the lab's container hosts run (the lab's inventory source, racklift.lab.sources:
+# inventory/group_vars/tag_racklift_lab_host.yml here).
 LAB_HOST_ROLES = ("base_os", "nvidia_driver", "ofed")
 
 

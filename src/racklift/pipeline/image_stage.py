@@ -106,13 +106,16 @@ from racklift.secret_files import secrets_dir, write_secret
 from racklift.verify.reach import reach
 
 
-def with_boot_servers(directory: Path, extra: tuple[str, ...] = ()) -> dict[str, str]:
+def with_boot_servers(directory: Path, extra: tuple[str, ...] = (),
+                      base: Mapping[str, str] = os.environ) -> dict[str, str]:
     """The environment of a playbook run whose inventory also holds the boot servers (the
-    NetBox inventory takes GPU servers only): a second racklift_netbox source in `directory`,
-    with `extra` inventory sources after both."""
+    NetBox inventory takes GPU servers only): the sources `base` gives every playbook run
+    (its ANSIBLE_INVENTORY, as a lab run sets it; else NetBox's), a second racklift_netbox
+    source in `directory`, then `extra`."""
     boot_sources = directory / "boot-servers.racklift.yml"
     boot_sources.write_text(f"plugin: racklift_netbox\nroles: [{BOOT_SERVER_ROLE}]\n")
-    return {"ANSIBLE_INVENTORY": ",".join([str(NETBOX_INVENTORY), str(boot_sources), *extra])}
+    sources = base.get("ANSIBLE_INVENTORY") or str(NETBOX_INVENTORY)
+    return {"ANSIBLE_INVENTORY": ",".join([sources, str(boot_sources), *extra])}
 
 
 class _Run:

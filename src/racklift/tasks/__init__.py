@@ -8,11 +8,8 @@ from invoke import Collection, task
 from invoke.exceptions import Exit
 
 from racklift.console import console
-from racklift.lab import rack as lab_rack
-from racklift.lab import vrack as virtual_rack
 from racklift.tasks import bmc, image, lab, lab_netbox, mirror, netbox, vrack
-from racklift.tasks.common import connect, offer_netbox
-from racklift.tasks.lab_netbox import seed, up
+from racklift.tasks.lab_netbox import lab_connect, lab_session, seed, up
 from racklift.tasks.netbox import bootstrap, expected
 from racklift.tasks.pipeline import accept, locks, provision, reimage, unlock
 from racklift.tasks.verify import bundle, facts_, parse, verify
@@ -31,6 +28,9 @@ def demo(c):
     V01: a VM behind a Redfish BMC taken through the whole pipeline, from power-off to the
     pool: imaged through racklift's boot server, configured by every node role (NVIDIA's
     repositories are the rack's stand-ins, its GPU and HCA emulated), verified, active."""
+    from racklift.lab import rack as lab_rack
+    from racklift.lab import vrack as virtual_rack
+    lab_session()  # production's bootstrap and provision below run on the lab
     up(c)
     bootstrap(c)
     seed(c, racks=1)
@@ -42,20 +42,20 @@ def demo(c):
     with suppress(Exit):  # the refused host is the point of the demo
         provision(c, rack="L01", no_image=True)
     vrack.up(c, vms=1)
-    lab_rack.replan(connect(), [vm.name for vm in virtual_rack.plan(1, virtual_rack.LAB)])
+    lab_rack.replan(lab_connect(), [vm.name for vm in virtual_rack.plan(1, virtual_rack.LAB)])
     provision(c, rack=virtual_rack.LAB.rack)
     console.print(f"[bold]{DEMO_FLAKY_HOST} was refused, the others joined the pool; the VM "
                   "went from power-off to the pool.[/] "
                   f"Heal the refused host and re-image it: racklift lab.heal --host "
-                  f"{DEMO_FLAKY_HOST} && racklift reimage --host {DEMO_FLAKY_HOST} "
-                  "--reason 'GPU reseated' --no-image")
+                  f"{DEMO_FLAKY_HOST}, then racklift reimage --host {DEMO_FLAKY_HOST} "
+                  "--reason 'GPU reseated' --no-image told the lab's NetBox and inventory "
+                  "source (docs/lab.md)")
 
 
 namespace = Collection(demo, provision, reimage, accept, verify, locks, unlock, parse, facts_,
                        bundle)
-# The lab NetBox's tasks sit beside the production ones under netbox.*; commands use the lab
-# NetBox when NETBOX_URL is not set and racklift started it.
-offer_netbox(lab_netbox.running_lab)
+# The lab NetBox's tasks sit beside the production ones under netbox.*; lab tasks use the lab
+# NetBox when NETBOX_URL is not set and racklift started it (lab_netbox.lab_session).
 netbox_tasks = Collection.from_module(netbox)
 for lab_task in Collection.from_module(lab_netbox).tasks.values():
     netbox_tasks.add_task(lab_task)

@@ -1,4 +1,5 @@
-"""Lab tasks: a rack of container hosts with emulated GPU hardware, faults, Molecule."""
+"""Lab tasks: a rack of container hosts with emulated GPU hardware, faults, Molecule. Each
+imports the lab when it runs (racklift.tasks.lab_netbox says why)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,9 @@ from invoke.exceptions import Exit
 
 from racklift.console import console
 from racklift.errors import RackliftError
-from racklift.lab import hardware, hosts, hwemu
-from racklift.lab import molecule as molecule_runner
-from racklift.lab import rack as lab_rack
 from racklift.netbox.reader import Selection, read_hosts
 from racklift.tasks.common import connect, operator_errors
+from racklift.tasks.lab_netbox import lab_connect, lab_session
 
 
 @task(help={"hosts": "number of hosts (1-240)", "rack": "rack name in NetBox",
@@ -19,8 +18,9 @@ from racklift.tasks.common import connect, operator_errors
 def up(c, hosts=4, rack="L01", site="lab1"):
     """Start N lab hosts (systemd + sshd containers), register them in NetBox, give each its
     emulated GPUs/HCAs. Re-running converges."""
+    from racklift.lab import rack as lab_rack
     with operator_errors():
-        result = lab_rack.up(connect(), int(hosts), rack, site)
+        result = lab_rack.up(lab_connect(), int(hosts), rack, site)
     console.print(f"{len(result.hosts)} lab hosts up in {result.seconds:.1f} s "
                   f"({result.created} created; containers use {result.memory_mib:.0f} MiB)")
     for h in result.hosts:
@@ -30,9 +30,10 @@ def up(c, hosts=4, rack="L01", site="lab1"):
 @task
 def down(c):
     """Remove the lab's containers, its network and its hosts' NetBox records (nothing else)."""
+    from racklift.lab import rack as lab_rack
     with operator_errors():
         try:
-            netbox = connect()
+            netbox = lab_connect()
         except RackliftError as exc:  # NetBox down must not keep the containers alive
             console.print(f"[yellow]NetBox not reachable ({exc}); removing containers only[/]")
             netbox = None
@@ -43,6 +44,7 @@ def down(c):
 @task
 def status(c):
     """The lab's containers and their state."""
+    from racklift.lab import hosts
     with operator_errors():
         found = hosts.containers()
     for name, info in sorted(found.items()):
@@ -61,18 +63,23 @@ def _macs(name: str) -> dict[str, str]:
 def replan(c, rack="L01"):
     """Put the lab rack's hosts back to `planned` (journal entry each), so provision starts
     over on them. Lab hosts only."""
+    from racklift.lab import hosts
+    from racklift.lab import rack as lab_rack
     with operator_errors():
         found = hosts.containers()
         names = [n for n, info in found.items()
                  if info.get("Labels", {}).get("racklift.rack") == rack]
-        changed = lab_rack.replan(connect(), names) if names else 0
+        changed = lab_rack.replan(lab_connect(), names) if names else 0
     console.print(f"{changed} of {len(names)} lab hosts in {rack} back to planned")
 
 
 @task(help={"host": "lab host name",
-            "kind": f"fault kind(s), comma-separated: {', '.join(sorted(hwemu.FAULTS))}"})
+            "kind": "fault kind(s), comma-separated (an unknown kind is refused with the list "
+                    "of known ones)"})
 def fault(c, host, kind):
     """Inject faults into one lab host's hardware (heal with lab.heal)."""
+    from racklift.lab import hardware, hwemu
+    lab_session()
     kinds = [k.strip() for k in kind.split(",") if k.strip()]
     with operator_errors():
         unknown = sorted(set(kinds) - set(hwemu.FAULTS))
@@ -86,6 +93,8 @@ def fault(c, host, kind):
 @task(help={"host": "lab host name"})
 def heal(c, host):
     """Remove every injected fault from one lab host."""
+    from racklift.lab import hardware
+    lab_session()
     with operator_errors():
         hardware.heal([host], {host: _macs(host)}, connect().settings)
     console.print(f"{host}: healthy")
@@ -95,6 +104,7 @@ def heal(c, host):
             "command": "molecule command: test, converge, verify, destroy, ..."})
 def molecule(c, role=None, command="test"):
     """Run Molecule scenarios on the local lab image (all roles, or one)."""
+    from racklift.lab import molecule as molecule_runner
     roles = [role] if role else molecule_runner.roles_with_scenarios()
     failed = []
     with operator_errors():

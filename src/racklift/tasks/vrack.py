@@ -1,5 +1,6 @@
 """Virtual rack tasks (lab only): VMs behind Redfish BMC emulators, the provisioning
-namespace and its boot server container, registered in NetBox."""
+namespace and its boot server container, registered in NetBox. Each imports the lab when it
+runs (racklift.tasks.lab_netbox says why)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,15 @@ from invoke.exceptions import Exit
 from racklift.bmc.redfish import client_for
 from racklift.console import console
 from racklift.errors import RackliftError
-from racklift.lab import vrack
 from racklift.netbox.reader import Selection, read_hosts
-from racklift.tasks.common import connect, operator_errors
+from racklift.tasks.common import operator_errors
+from racklift.tasks.lab_netbox import lab_connect
 
 ACTIONS = ("on", "off", "restart", "pxe-once", "disk", "state")
 
 
-@task(help={"vms": f"number of VMs (1-{vrack.LAB.capacity})"})
+@task(help={"vms": "number of VMs (more than the rack holds is refused, saying how many "
+                   "it does)"})
 def up(c, vms=1):
     """Start the virtual rack (N VMs behind Redfish BMCs, boot server), register it in NetBox.
 
@@ -24,8 +26,9 @@ def up(c, vms=1):
     (TCG), each behind its own Redfish BMC emulator (https://127.0.77.<n>:8443), the boot
     server container at 10.90.0.1. VMs start powered off. Re-running converges; a smaller N
     removes the extra VMs."""
+    from racklift.lab import vrack
     with operator_errors():
-        result = vrack.up(connect(), int(vms))
+        result = vrack.up(lab_connect(), int(vms))
     console.print(f"virtual rack up in {result.seconds:.1f} s ({result.created_vms} VMs "
                   f"defined, {result.started_emulators} BMC emulators started)")
     console.print(f"  {result.boot_server}  {vrack.LAB.gateway}  (boot server; SSH with "
@@ -42,9 +45,10 @@ def down(c):
     """Remove the virtual rack and its NetBox devices (nothing else).
 
     VMs and disks, BMC emulators, the boot server container, libvirtd, the namespace."""
+    from racklift.lab import vrack
     with operator_errors():
         try:
-            netbox = connect()
+            netbox = lab_connect()
         except RackliftError as exc:  # NetBox down must not keep the VMs alive
             console.print(f"[yellow]NetBox not reachable ({exc}); removing the rack only[/]")
             netbox = None
@@ -56,6 +60,7 @@ def down(c):
 @task
 def status(c):
     """The virtual rack's VMs: libvirt state and BMC emulator."""
+    from racklift.lab import vrack
     with operator_errors():
         found = vrack.status()
     for vm in found:
@@ -72,15 +77,16 @@ def power(c, host, action="state"):
 
     on, off, restart (ForceRestart), pxe-once (network boot next, then power cycle or on),
     disk (boot from disk again: needed after a deploy, see racklift.bmc.redfish), state."""
+    from racklift.lab import vrack
     if action not in ACTIONS:
         raise Exit(f"error: unknown action {action!r}; use one of {', '.join(ACTIONS)}", code=1)
     if not vrack.vrack_dir().exists():
         raise Exit("error: the virtual rack is not up here: run `invoke vrack.up`", code=1)
     with operator_errors():
-        found = read_hosts(connect(), Selection(names=(host,)))
+        found = read_hosts(lab_connect(), Selection(names=(host,)))
         if not found:
             raise Exit(f"error: {host} is not in NetBox", code=1)
-        # The same vars inventory/group_vars/tag_racklift_lab_vm.yml gives Ansible.
+        # The same vars the lab's tag_racklift_lab_vm.yml (racklift.lab.sources) gives Ansible.
         lab_vars = {"racklift_bmc_port": vrack.BMC_PORT,
                     "racklift_bmc_ca_bundle": str(vrack.ca_bundle()),
                     "racklift_bmc_username": vrack.BMC_USERNAME,

@@ -17,7 +17,8 @@ registered in NetBox. Lab only.
   the lab CA, HTTP basic auth with the lab's BMC password (kept in the state dir, mode 0600).
 - The boot server: one systemd container (the lab host image) joined to the namespace, so it
   has the bridge's address; Ansible reaches it, and the VMs, with an SSH ProxyCommand that
-  enters the namespace (`proxy_command`, and inventory/group_vars/tag_racklift_lab_prov.yml).
+  enters the namespace (`proxy_command`, and the lab's inventory source's
+  group_vars/tag_racklift_lab_prov.yml, racklift.lab.sources).
 - The uplink (racklift.lab.vrack_uplink): the namespace has no route out; an HTTP proxy
   listening inside it (port 3142) reaches the Debian mirror and nothing else, so the boot server
   installs its packages (its apt is pointed there) and deployed VMs can too.
@@ -32,7 +33,7 @@ registered in NetBox. Lab only.
   check pulls through a real pull-through cache.
 - Emulated hardware: each VM has a profile (two GPUs on an NVSwitch board, an HCA port each
   cabled to the rack's rail leaves, its serial) kept in its state dir; the lab_hardware role,
-  first in the VMs' `racklift_roles` (inventory/group_vars/tag_racklift_lab_vm.yml), installs
+  first in the VMs' `racklift_roles` (the lab's group_vars/tag_racklift_lab_vm.yml), installs
   it on the imaged VM.
 - NetBox: each VM a device (status planned, serial, provisioning MAC, primary IP = the address
   the boot server's DHCP will give it, OOB IP = its emulator's address) of a device type with

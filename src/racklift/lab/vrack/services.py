@@ -11,6 +11,7 @@ from racklift import podman
 from racklift.ansible import run_playbook
 from racklift.errors import LabError
 from racklift.lab import hosts, images, standin_repo
+from racklift.lab.sources import lab_inventory
 from racklift.lab.vrack.commands import _in_ns, _netns_path, _process_pid, _spawn, _wait
 from racklift.lab.vrack.layout import Vrack, vrack_dir
 from racklift.lab.vrack.network import apt_proxy_conf
@@ -77,7 +78,7 @@ def _ensure_registry(settings: NetBoxSettings, rack: Vrack) -> None:
               check=False).returncode == 0:
         return  # set up by an earlier `up`: re-running converges without Ansible
     lab = {"racklift_vrack_netns": rack.netns}
-    env = with_boot_servers(vrack_dir(rack))
+    env = with_boot_servers(vrack_dir(rack), base=lab_inventory())
     upstream = run_playbook("lab_registry_upstream.yml", [rack.boot_server], settings, env,
                             extravars=lab)
     mirror = upstream if upstream.rc or rack.boot_server not in upstream.ok else run_playbook(

@@ -3,7 +3,7 @@ gpu, or the device's modules whose module type has NetBox's GPU profile (a GPU t
 bays), in the shape NetBox 4.7's API returns them. The expected model and the inventory agree on
 what a device lacks."""
 
-from racklift.netbox.inventory_reader import RawInventory, build_inventory_hosts
+from racklift.netbox.inventory_hosts import RawInventory, build_inventory_hosts
 from racklift.netbox.reader import RawModel, build_hosts
 
 TYPE = {"id": 1, "model": "HGX-tray", "slug": "hgx-tray", "manufacturer": {"name": "x"}}

@@ -76,7 +76,7 @@ def _plain(value: Any) -> Any:
                          "and ssh settings say to reach it) or ansible (collect.yml)",
             "metrics_file": METRICS_HELP})
 def verify(c, site=None, rack=None, role="gpu-server", status=None, host=None, check=False,
-           mark_failed=False, record_serials=False, record_cables=False, json=False,
+           mark_failed=False, record_cables=False, record_serials=False, json=False,
            collector="direct", metrics_file=None):
     """The gate: collect each host's facts, compare them with NetBox, run health checks.
 

@@ -39,12 +39,12 @@ from typing import Any
 
 from common import BIN, Timed, growth, lab, load, machine, median, run_timed
 
-from racklift.inventory import build_inventory, without_unsafe
+from racklift.ansible_inventory import build_inventory, without_unsafe
 from racklift.lab import netbox_server, services
 from racklift.lab import seed as seeding
 from racklift.netbox.bootstrap import ROLE_GPU_SERVER
 from racklift.netbox.client import NetBox, NetBoxSettings
-from racklift.netbox.inventory_reader import build_inventory_hosts, fetch_inventory
+from racklift.netbox.inventory_hosts import build_inventory_hosts, fetch_inventory
 from racklift.netbox.reader import Selection
 from racklift.paths import REPO_ROOT, cache_dir
 
@@ -279,7 +279,7 @@ def racklift_graph(settings: NetBoxSettings, workdir: Path) -> Timed:
 
 def unchanged_rerun(settings: NetBoxSettings, workdir: Path) -> tuple[Timed, Timed]:
     """A re-run with nothing changed in NetBox: `--list` (to a file) and `--graph` with the
-    inventory cache on, after a first run kept the model (racklift.netbox.inventory_sync):
+    inventory cache on, after a first run kept the model (racklift.netbox.warm_inventory):
     Ansible's own share, and NetBox asked only what changed."""
     source = workdir / "cached.racklift.yml"
     source.write_text(json.dumps({**RACKLIFT_SOURCE, "cache": True,

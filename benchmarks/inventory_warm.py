@@ -1,6 +1,6 @@
 """The warm inventory: `ansible-inventory --list` of 10,000 GPU hosts re-run after 100 changes
 in NetBox, side by side with the cold read of the same NetBox, in one run
-(racklift.netbox.inventory_sync).
+(racklift.netbox.warm_inventory).
 
 Data as benchmarks/inventory.py's (the seeded hosts restored from their snapshot into the lab
 NetBox, the lab's own data put back at the end). A first warm run reads in full and keeps the
@@ -32,11 +32,11 @@ from pathlib import Path
 from common import BIN, Timed, lab, load, machine, median, run_timed
 from inventory import RACKLIFT_SOURCE, KeepLabData, ensure_data, environment
 
-from racklift.inventory import build_inventory, without_unsafe
+from racklift.ansible_inventory import build_inventory, without_unsafe
 from racklift.lab import netbox_server
-from racklift.netbox import inventory_sync
+from racklift.netbox import warm_inventory
 from racklift.netbox.client import NetBox, NetBoxSettings
-from racklift.netbox.inventory_reader import build_inventory_hosts
+from racklift.netbox.inventory_hosts import build_inventory_hosts
 from racklift.netbox.reader import Selection
 from racklift.paths import REPO_ROOT
 
@@ -98,9 +98,9 @@ def breakdown(settings: NetBoxSettings, workdir: Path) -> str:
     selection = Selection.of(sites=RACKLIFT_SOURCE["sites"], roles=RACKLIFT_SOURCE["roles"])
     netbox = NetBox.connect(settings)
     started = time.monotonic()
-    kept_model = inventory_sync.load(kept)
+    kept_model = warm_inventory.load(kept)
     loaded = time.monotonic() - started
-    synced = inventory_sync.sync(netbox, selection, kept)
+    synced = warm_inventory.sync(netbox, selection, kept)
     synced_s = time.monotonic() - started - loaded
     build_inventory(build_inventory_hosts(synced.raw))
     built = time.monotonic() - started - loaded - synced_s

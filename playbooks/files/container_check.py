@@ -6,7 +6,7 @@ Prints one JSON document: the steps in order (engine, mirror-configured, runtime
 mirror-served, run), each with its command, exit code, the end of its output, seconds, whether
 it passed and why not. It stops at the first step that fails, except that the mirror is still
 asked for the image after a failed pull (whether the mirror answers is the likely cause). What
-a failure means and what to do is said on the controller (racklift.verify.containers).
+a failure means and what to do is said on the controller (racklift.verify.container_check).
 
 Not read-only: the image stays in the engine's cache; the container is removed.
 Standard library only, Python >= 3.6, like collect.py. Usage, or on stdin as python3 - ...:

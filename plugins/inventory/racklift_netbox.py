@@ -7,7 +7,7 @@ plugin_type: inventory
 short_description: GPU hosts and their expected state, from NetBox
 description:
   - Reads devices from NetBox in a bounded number of bulk requests
-    (racklift.netbox.inventory_reader) and groups them by site, rack, role, status, platform
+    (racklift.netbox.inventory_hosts) and groups them by site, rack, role, status, platform
     and tag.
   - Every host carries C(ansible_host) (its primary IP), C(netbox_id), C(netbox_status),
     C(racklift_expected) (serial, rack, tags, OOB IP, provisioning interface and MAC, and the
@@ -19,7 +19,7 @@ description:
   - A failure (NetBox unreachable, bad token, unknown rack or site) fails the inventory;
     set C(unparsed_is_failed) so Ansible does not carry on with an empty one.
   - With C(cache) on, the last read is kept in C(cache_connection) and each run brings it up
-    to date from NetBox's change log (racklift.netbox.inventory_sync), reading only the hosts
+    to date from NetBox's change log (racklift.netbox.warm_inventory), reading only the hosts
     the changes touch; it reads in full after C(cache_timeout) seconds (0, never), with
     C(--flush-cache), and whenever it cannot be sure (C(-v) says why). C(cache_plugin) is not
     used.
@@ -98,11 +98,11 @@ from ansible.errors import AnsibleParserError  # noqa: E402
 from ansible.plugins.inventory import BaseInventoryPlugin  # noqa: E402
 
 try:
+    from racklift.ansible_inventory import load, load_warm
     from racklift.errors import RackliftError
-    from racklift.inventory import load, load_warm
     from racklift.netbox.client import NetBoxSettings
-    from racklift.netbox.inventory_sync import state_path
     from racklift.netbox.reader import Selection
+    from racklift.netbox.warm_inventory import state_path
     from racklift.paths import cache_dir
 except ImportError as exc:  # pragma: no cover - depends on the interpreter running Ansible
     RACKLIFT_IMPORT_ERROR: ImportError | None = exc

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from racklift import inventory
+from racklift import ansible_inventory
 from racklift.netbox.adoption import adoption_report
 from racklift.netbox.bootstrap import REQUIREMENTS, bootstrap
 from racklift.netbox.identity import AMBIGUOUS, has_identity
@@ -72,7 +72,7 @@ def test_every_command_accounts_for_every_device_once_and_writes_only_bootstrap(
 
     # The inventory agrees host by host: an Ansible host is the model's host of that id and
     # name; every other device is refused, with its identity problem named.
-    inv = inventory.load(settings, ALL)
+    inv = ansible_inventory.load(settings, ALL)
     hostvars = inv["_meta"]["hostvars"]
     refused = {d["netbox_id"]: d for d in inv["_meta"]["racklift_refused"]}
     in_inventory = {v["netbox_id"]: name for name, v in hostvars.items()}

@@ -9,7 +9,7 @@ from invoke.exceptions import Exit
 from racklift.lab import seed
 from racklift.netbox.adoption import adoption_report
 from racklift.netbox.bootstrap import ROLE_GPU_SERVER, ensure_role_context
-from racklift.netbox.inventory_reader import read_inventory_hosts
+from racklift.netbox.inventory_hosts import read_inventory_hosts
 from racklift.netbox.reader import Selection, read_hosts
 
 SERVERS = (ROLE_GPU_SERVER,)  # a rack holds its leaf switches too

@@ -149,30 +149,30 @@ def test_each_fault_fails_its_host_and_heal_restores_it(netbox, settings, lab, f
     assert set(statuses(netbox).values()) == {"active"}
 
 
-def test_adopted_gpu_serials_catch_a_swapped_gpu(netbox, settings, lab):
+def test_recorded_gpu_serials_catch_a_swapped_gpu(netbox, settings, lab):
     name = lab.hosts[0].name
     healthy = hardware.load(name, NET)
-    run = verify(netbox, Selection(names=(name,)), adopt_serials=True)
+    run = verify(netbox, Selection(names=(name,)), record_observed_serials=True)
     assert run.verdicts[0].passed
     host = read_hosts(netbox, Selection(names=(name,)))[0]
     assert [g.serial for g in host.gpus] == [g.serial for g in healthy.gpus]
     # Adopting again changes nothing: blanks only.
-    verify(netbox, Selection(names=(name,)), adopt_serials=True)
+    verify(netbox, Selection(names=(name,)), record_observed_serials=True)
     hardware.inject({name: ["gpu-serial-changed"]}, macs(netbox, [name]), settings, NET)
-    run = verify(netbox, Selection(names=(name,)), adopt_serials=True,
+    run = verify(netbox, Selection(names=(name,)), record_observed_serials=True,
                  mark_active_failed=True)
     assert run.verdicts[0].failures == [
         f"gpus[3].serial: expected {healthy.gpus[3].serial!r}, observed "
         f"{hardware.load(name, NET).gpus[3].serial!r} [critical] — GPU in slot GPU3 is not the "
         "one NetBox records: update the inventory item after an RMA, or find the swap"]
-    # The recorded serial was not overwritten by --adopt.
+    # The recorded serial was not overwritten by --record-serials.
     assert read_hosts(netbox, Selection(names=(name,)))[0].gpus[3].serial == \
         healthy.gpus[3].serial
     hardware.heal([name], macs(netbox, [name]), settings, NET)
     assert verify(netbox, Selection(names=(name,))).verdicts[0].passed
 
 
-def test_without_adopt_nothing_observed_is_written(netbox, lab):
+def test_without_record_flags_nothing_observed_is_written(netbox, lab):
     name = lab.hosts[1].name
     verify(netbox, Selection(names=(name,)))
     host = read_hosts(netbox, Selection(names=(name,)))[0]

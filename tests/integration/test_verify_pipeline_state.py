@@ -187,29 +187,29 @@ def inband_cable(netbox, device: int) -> int | None:
 @pytest.mark.parametrize("state", ["staged", "active"])
 def test_what_a_host_shows_is_not_recorded_while_another_run_holds_it(netbox, host, collected,
                                                                       state):
-    """--adopt and --record-cables write only where the verdict could be written: planted,
-    another run's lock (a re-image of an active host too): no serial adopted, no cable
+    """--record-serials and --record-cables write only where the verdict could be written: planted,
+    another run's lock (a re-image of an active host too): no serial recorded, no cable
     recorded. Freed, the same run writes both."""
     pipeline_state(netbox, host, state, "configured")
     blank = gpu_serials(netbox, host)
-    assert blank and not any(blank)  # the seed records none: verify --adopt would fill them
+    assert blank and not any(blank)  # the seed records none: --record-serials would fill them
     # The in-band port's cable gone: the leaf the host hears there is --record-cables' to add.
     netbox.delete("dcim/cables", [inband_cable(netbox, host)])
     assert lock.acquire(netbox, [host], "run-bob", "provision", BOB) == {}
     lines: list[str] = []
     try:
-        verify(netbox, SELECT, adopt_serials=True, record_observed_cables=True,
+        verify(netbox, SELECT, record_observed_serials=True, record_observed_cables=True,
                progress=lines.append)
     finally:
         lock.release(netbox, [host], "run-bob")
     assert gpu_serials(netbox, host) == blank and inband_cable(netbox, host) is None
     assert any(line.startswith(f"{NAME}: nothing observed recorded: locked by "
                                "bob@ctl02.example") for line in lines)
-    assert "adopted 0 first-seen GPU serials into NetBox" in lines
+    assert "recorded 0 first-seen GPU serials into NetBox" in lines
     assert "recorded 0 observed cables into NetBox" in lines
     pipeline_state(netbox, host, state, "configured")
     try:
-        verify(netbox, SELECT, adopt_serials=True, record_observed_cables=True)
+        verify(netbox, SELECT, record_observed_serials=True, record_observed_cables=True)
         assert all(gpu_serials(netbox, host)) and inband_cable(netbox, host) is not None
     finally:  # the module's other tests start from the seed's blanks
         netbox.update("dcim/inventory-items", [

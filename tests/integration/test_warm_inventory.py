@@ -1,6 +1,6 @@
 """The warm inventory against a real NetBox: random edits of every kind the inventory reads,
 made through NetBox's API, and after each round the warm read equals a cold read
-(racklift.netbox.inventory_sync)."""
+(racklift.netbox.warm_inventory)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from conftest import SEEDED
-from racklift.inventory import build_inventory
+from racklift.ansible_inventory import build_inventory
 from racklift.lab import netbox_server
 from racklift.netbox.client import NetBox
-from racklift.netbox.inventory_reader import build_inventory_hosts, read_inventory_hosts
-from racklift.netbox.inventory_sync import state_path, sync
+from racklift.netbox.inventory_hosts import build_inventory_hosts, read_inventory_hosts
 from racklift.netbox.reader import Selection
+from racklift.netbox.warm_inventory import state_path, sync
 
 SELECTIONS = {"everything": Selection(),
               "GPU servers at lab1": Selection.of(sites="lab1", roles="gpu-server")}

@@ -17,7 +17,7 @@ from racklift.facts.container_check import parse_container_check
 from racklift.facts.host import from_bundle
 from racklift.facts.parsers import ParseError
 from racklift.netbox.expected import ExpectedHost
-from racklift.verify.containers import registry_mirror
+from racklift.verify.container_check import container_check
 
 SCRIPT = load_script(REPO / "playbooks/files/container_check.py", "container_check")
 LAB = FIXTURES / "lab"
@@ -41,7 +41,7 @@ def lab(case: str) -> str:
 
 
 def check(text: str, mirror: str | None = MIRROR) -> tuple[str, str]:
-    result = registry_mirror(expected(mirror), facts(text))
+    result = container_check(expected(mirror), facts(text))
     assert result.name == "containers.registry_mirror"
     return result.status, result.detail
 
@@ -116,10 +116,10 @@ def test_facts_keep_the_check_and_a_bundle_on_disk_gives_it_back(tmp_path):
 # --- what is not a failure of the host --------------------------------------------------------
 
 def test_no_desired_mirror_is_ok_whatever_ran():
-    assert registry_mirror(expected(None), facts(None)).status == "OK"
+    assert container_check(expected(None), facts(None)).status == "OK"
     # An empty URL is no URL the model takes: the record is refused, the check cannot judge.
     assert expected("").desired is None
-    assert registry_mirror(expected(""), facts(None)).status == "UNKNOWN"
+    assert container_check(expected(""), facts(None)).status == "UNKNOWN"
     assert check(lab("molecule_runtime-missing"), None) == ("OK", "no registry mirror configured")
 
 
@@ -127,8 +127,8 @@ def test_a_bundle_without_the_check_lacks_nothing_and_the_check_is_unknown():
     got = facts(None)
     assert got.container_check is None
     assert not [n for n in got.not_collected if "container" in n]
-    assert registry_mirror(expected(MIRROR), got).status == "UNKNOWN"
-    assert "did not run" in registry_mirror(expected(MIRROR), got).detail
+    assert container_check(expected(MIRROR), got).status == "UNKNOWN"
+    assert "did not run" in container_check(expected(MIRROR), got).detail
 
 
 @pytest.mark.parametrize(("text", "rc", "stderr", "why"), [
@@ -146,8 +146,8 @@ def test_a_bundle_without_the_check_lacks_nothing_and_the_check_is_unknown():
 def test_an_unusable_document_is_unknown_with_why(text, rc, stderr, why):
     got = facts(text, rc, stderr)
     assert got.container_check is None
-    assert registry_mirror(expected(MIRROR), got).detail == why
-    assert registry_mirror(expected(MIRROR), got).status == "UNKNOWN"
+    assert container_check(expected(MIRROR), got).detail == why
+    assert container_check(expected(MIRROR), got).status == "UNKNOWN"
 
 
 def test_a_check_against_another_mirror_than_netbox_wants_is_unknown():

@@ -133,14 +133,14 @@ def test_cpu_and_memory_facts_from_both_lscpu_layouts():
     assert parse_lscpu_json(flat).model == "AMD EPYC"
 
 
-def test_adopt_fills_blank_gpu_serials_only():
-    from racklift.verify.adopt import gpu_serials_to_adopt
+def test_record_serials_fills_blank_gpu_serials_only():
+    from racklift.verify.record_serials import gpu_serials_to_record
 
     profile = emulated.healthy_profile()
     facts = from_bundle(emulated.bundle(profile))
-    blank = gpu_serials_to_adopt(emulated.expected_host(), facts)
+    blank = gpu_serials_to_record(emulated.expected_host(), facts)
     assert blank == {f"GPU{n}": g.serial for n, g in enumerate(profile.gpus)}
-    recorded = gpu_serials_to_adopt(
+    recorded = gpu_serials_to_record(
         emulated.expected_host(gpu_serials={0: profile.gpus[0].serial}), facts)
     assert "GPU0" not in recorded and len(recorded) == 7
 
@@ -175,7 +175,7 @@ def test_a_context_that_does_not_parse_never_passes():
     assert not v.passed
 
 
-# --- issue 16: versions as versions, a missing NIC, slot order, what --adopt takes ----------
+# --- issue 16: versions as versions, a missing NIC, slot order, what --record-serials takes ---
 
 @pytest.mark.parametrize(("have", "want", "ok"), [
     ("24.10-1.1.4.0", "24.10-1.1.4.0", True), ("24.10-1.1.4.0", "24.10", True),
@@ -227,41 +227,41 @@ def test_gpu_slots_are_in_natural_order():
     assert [s.name for s in host.gpus][:4] == ["GPU0", "GPU1", "GPU10", "GPU11"]
     assert [s.name for s in compare.gpu_slots(host)] == [f"GPU{n}" for n in range(12)]
     # Slot GPU2 holds the third GPU nvidia-smi lists, not the eleventh.
-    from racklift.verify.adopt import gpu_serials_to_adopt
-    assert gpu_serials_to_adopt(host, facts)["GPU2"] == "1650000000002"
+    from racklift.verify.record_serials import gpu_serials_to_record
+    assert gpu_serials_to_record(host, facts)["GPU2"] == "1650000000002"
     recorded = replace(host, gpus=tuple(replace(s, serial="1650000000002") if s.name == "GPU2"
                                         else s for s in host.gpus))
     assert compare.compare(recorded, facts) == []
 
 
-def test_adopt_refuses_a_host_that_fails_an_identity_check():
-    from racklift.verify.adopt import gpu_serials_to_adopt
+def test_record_serials_refuses_a_host_that_fails_an_identity_check():
+    from racklift.verify.record_serials import gpu_serials_to_record
 
     facts = from_bundle(emulated.bundle(emulated.with_fault("wrong-system-serial")))
-    assert facts.nvidia.gpus[0].serial  # there would be serials to adopt
+    assert facts.nvidia.gpus[0].serial  # there would be serials to record
     assert [m.field for m in compare.identity(emulated.expected_host(), facts)] == [
         "system.serial"]
-    assert gpu_serials_to_adopt(emulated.expected_host(), facts) == {}
+    assert gpu_serials_to_record(emulated.expected_host(), facts) == {}
     # A GPU serial that differs from NetBox's: the slots may not hold what NetBox says.
     swapped = from_bundle(emulated.bundle(emulated.with_fault("gpu-serial-changed")))
     recorded = {n: g.serial for n, g in enumerate(emulated.healthy_profile().gpus) if n == 3}
-    assert gpu_serials_to_adopt(emulated.expected_host(gpu_serials=recorded), swapped) == {}
+    assert gpu_serials_to_record(emulated.expected_host(gpu_serials=recorded), swapped) == {}
     # So does a host whose GPUs are not all there.
     missing = from_bundle(emulated.bundle(emulated.with_fault("gpu-missing")))
-    assert gpu_serials_to_adopt(emulated.expected_host(), missing) == {}
+    assert gpu_serials_to_record(emulated.expected_host(), missing) == {}
 
 
-def test_adopt_takes_only_what_looks_like_a_serial():
-    from racklift.verify.adopt import gpu_serials_to_adopt
+def test_record_serials_takes_only_what_looks_like_a_serial():
+    from racklift.verify.record_serials import gpu_serials_to_record
 
     facts = from_bundle(emulated.bundle(emulated.healthy_profile()))
     odd = ("x" * 51, "1650\x00522003820", "ok-serial.1", "../../x", "serial with space")
     gpus = tuple(replace(g, serial=odd[g.index]) if g.index < len(odd) else g
                  for g in facts.nvidia.gpus)
     facts = replace(facts, nvidia=replace(facts.nvidia, gpus=gpus))
-    adopted = gpu_serials_to_adopt(emulated.expected_host(), facts)
-    assert adopted["GPU2"] == "ok-serial.1"
-    assert not {"GPU0", "GPU1", "GPU3", "GPU4"} & set(adopted) and len(adopted) == 4
+    taken = gpu_serials_to_record(emulated.expected_host(), facts)
+    assert taken["GPU2"] == "ok-serial.1"
+    assert not {"GPU0", "GPU1", "GPU3", "GPU4"} & set(taken) and len(taken) == 4
 
 
 # --- compare at its edges (mutation testing, issue 34) ---------------------------------------

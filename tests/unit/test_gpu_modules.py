@@ -3,7 +3,7 @@ gpu, or the device's modules whose module type has NetBox's GPU profile (a GPU t
 bays), in the shape NetBox 4.7's API returns them. The expected model and the inventory agree on
 what a device lacks."""
 
-from racklift.netbox.inventory_reader import RawInventory, build_inventory_hosts
+from racklift.netbox.inventory_hosts import RawInventory, build_inventory_hosts
 from racklift.netbox.reader import RawModel, build_hosts
 
 TYPE = {"id": 1, "model": "HGX-tray", "slug": "hgx-tray", "manufacturer": {"name": "x"}}
@@ -43,7 +43,7 @@ def test_gpu_modules_are_the_expected_gpus_in_bay_order():
     first = host.gpus[0]
     assert (first.manufacturer, first.part_id, first.serial) == (
         "NVIDIA", "NVIDIA H100 80GB HBM3", "1654900000000")
-    assert host.gpus[3].serial is None  # a module without a serial: adopted later, not failed
+    assert host.gpus[3].serial is None  # a module without a serial: recorded later, not failed
 
 
 def test_the_model_and_the_inventory_agree_on_a_device_without_gpus():

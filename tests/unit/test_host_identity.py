@@ -4,9 +4,9 @@ data's three `PP:MDF`) is refused on every device that has it and is no Ansible 
 unnamed device is reported by id and refused, never dropped; every other device is one host in
 both."""
 
-from racklift.inventory import build_inventory
+from racklift.ansible_inventory import build_inventory
 from racklift.netbox.identity import AMBIGUOUS
-from racklift.netbox.inventory_reader import RawInventory, build_inventory_hosts
+from racklift.netbox.inventory_hosts import RawInventory, build_inventory_hosts
 from racklift.netbox.reader import RawModel, build_hosts
 
 TYPE = {"id": 1, "model": "m", "slug": "m", "manufacturer": {"name": "x"}}

@@ -45,8 +45,8 @@ def test_lspci_real_vvv_dell_h100_cx7_leptonai_gpud() -> None:
     assert nvidia_gpus_on_pci([port, gpu, cx7]) == [gpu]
 
 
-# Synthetic, in the -D -nn layout lspci prints (the line is the one racklift's design notes
-# use as the reference): 2 GPUs, an NVSwitch, a GPU's audio function and a ConnectX-7.
+# Synthetic, in the -D -nn layout lspci prints (an H100 SXM5's line as lspci -nn names it):
+# 2 GPUs, an NVSwitch, a GPU's audio function and a ConnectX-7.
 _H100_NN = "3D controller [0302]: NVIDIA Corporation GH100 [H100 SXM5 80GB] [10de:2330] (rev a1)"
 LSPCI_DNN = "\n".join([
     f"0000:18:00.0 {_H100_NN}",

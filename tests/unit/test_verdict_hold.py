@@ -84,8 +84,9 @@ def test_hosts_that_are_only_reported_are_never_held():
 
 
 def test_nothing_is_written_for_a_host_another_run_holds_whatever_its_status():
-    # What --adopt and --record-cables record: an active host whose verdict is only reported
-    # is still another run's while it holds the lock (a re-image), and its own run's is free.
+    # What --record-serials and --record-cables record: an active host whose verdict is only
+    # reported is still another run's while it holds the lock (a re-image), and its own run's
+    # is free.
     assert busy(verdict("active"), now("active", holder=BOB)) == (
         f"{BOB.describe()}: left to that run")
     assert busy(verdict("active"), now("active", holder=BOB), run="run-bob") is None

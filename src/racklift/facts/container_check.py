@@ -1,5 +1,5 @@
 """The container check's result (playbooks/files/container_check.py): the steps it ran on the
-host, typed. Judged by racklift.verify.containers."""
+host, typed. Judged by racklift.verify.container_check."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 NetBox logs every write made through its API, UI or scripts as an object change
 (`core/object-changes`: the object's type and id, and its data before and after). The warm
-inventory (racklift.netbox.inventory_sync) reads the changes since its last read and asks
+inventory (racklift.netbox.warm_inventory) reads the changes since its last read and asks
 this module what they mean for the cached model:
 
 - a device, or a component of one (interface, GPU module, module bay): that device;
@@ -40,7 +40,7 @@ FULL_READ_KINDS = frozenset({"dcim.site", "dcim.rack", "dcim.devicerole", "dcim.
                              "dcim.region", "dcim.location", "dcim.sitegroup",
                              "dcim.moduletype", "dcim.moduletypeprofile"})
 # The kinds whose objects the inventory reads: their `last_updated` is checked against the
-# changes read (inventory_sync), so that a write NetBox did not log is not missed. Each with
+# changes read (warm_inventory), so that a write NetBox did not log is not missed. Each with
 # its endpoint and the fields that say which device an object belongs to.
 UPDATE_CHECKED: dict[str, tuple[str, tuple[str, ...]]] = {
     "dcim.device": ("dcim/devices", ()), "dcim.interface": ("dcim/interfaces", ("device",)),

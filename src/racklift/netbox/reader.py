@@ -9,6 +9,11 @@ site) reads every device (through GraphQL) and every component and keeps its own
 NetBox far less (see `reads_everything`). NetBox's own filters select the device ids first;
 then the lists are read at the same time. `build_hosts` turns the raw JSON into the model and
 is a pure function; what each host's record lacks is racklift.netbox.record_problems'.
+
+The public surface is `__all__`: `Selection` and `read_hosts` for everyone; the read's parts
+(how a selection is chosen and its lists read, the field lists, the pure record helpers) for
+racklift.netbox.inventory_hosts and racklift.netbox.warm_inventory, which read the Ansible
+inventory's lighter model the same way. Anything else is this module's own.
 """
 
 from __future__ import annotations
@@ -35,6 +40,14 @@ from racklift.netbox.expected import (
 )
 from racklift.netbox.identity import name_problems
 from racklift.netbox.record_problems import choice_value, with_problems
+
+__all__ = [
+    "DEVICE_FIELDS", "FETCH_WORKERS", "IP_FIELDS", "MODULE_FIELDS", "MODULE_PARAMS", "Chosen",
+    "Json", "RawModel", "Selection", "SelectionReads", "TypeReads", "build_hosts", "choose",
+    "device_params", "expected_gpus", "gpu_templates", "group_by_ref", "link_peers", "port_names",
+    "read_gpu_modules", "read_hosts", "read_selection", "read_types", "reads_everything",
+    "record_fields", "ref_id", "rest_shaped_device", "rest_shaped_ip",
+]
 
 Json = dict[str, Any]
 
@@ -107,6 +120,8 @@ def _rack_ids(netbox: NetBox, selection: Selection) -> list[int]:
 
 
 def device_params(netbox: NetBox, selection: Selection) -> dict[str, Any]:
+    """The REST filters of `dcim/devices` that select `selection` (racks by id, so a rack name
+    another site shares is not mixed in); raises NetBoxError for a rack NetBox lacks."""
     params: dict[str, Any] = {}
     for key, values in (("site", selection.sites), ("role", selection.roles),
                         ("status", selection.statuses), ("name", selection.names),
@@ -130,9 +145,9 @@ ITEM_PARAMS = {"serial__empty": "false"}
 # type has NetBox's built-in profile "GPU".
 MODULE_PARAMS = {"profile": "GPU"}
 MODULE_FIELDS = ("id", "device", "module_bay", "module_type", "serial")
-# Reads in flight at once (each pages with READ_WORKERS threads): the selected ids, the devices
-# and the three component lists overlap, so NetBox's workers never wait for one list's last
-# page.
+# Reads in flight at once, for a reader's thread pool (each list pages with the client's own
+# READ_WORKERS threads): the selected ids, the devices and the three component lists overlap, so
+# NetBox's workers never wait for one list's last page.
 FETCH_WORKERS = 5
 
 
@@ -177,10 +192,10 @@ def interface_ips(netbox: NetBox) -> list[Json]:
     if found is None:
         return netbox.scan("ipam/ip-addresses", {"assigned_object_type": "dcim.interface"},
                            fields=IP_FIELDS)
-    return [row for row in map(_rest_shaped_ip, found) if row]
+    return [row for row in map(rest_shaped_ip, found) if row]
 
 
-def _rest_shaped_ip(ip: Json) -> Json | None:
+def rest_shaped_ip(ip: Json) -> Json | None:
     """A GraphQL IP address as REST returns it; None unless it is an interface's (the
     fragment leaves an address assigned to anything else an empty object)."""
     holder = (ip.get("assigned_object") or {}).get("id")
@@ -190,7 +205,7 @@ def _rest_shaped_ip(ip: Json) -> Json | None:
             "assigned_object_id": holder}
 
 
-def _rest_shaped(device: Json, context: Json, tags: list[str]) -> Json:
+def rest_shaped_device(device: Json, context: Json, tags: list[str]) -> Json:
     """A GraphQL device as REST returns it, with its config context and tags: GraphQL gives
     the position (a decimal) as text."""
     shaped = {**device, "config_context": context, "tags": [{"slug": t} for t in tags]}
@@ -233,7 +248,7 @@ def all_devices(netbox: NetBox, params: Mapping[str, Any]) -> list[Json]:
         contexts = {d["id"]: d.get("config_context") or {} for d in contexts_read.result()}
         tags = tags_read.result()
     # A device created between the reads has no context read: the next read has it.
-    return [_rest_shaped(d, contexts[d["id"]], tags.get(d["id"], []))
+    return [rest_shaped_device(d, contexts[d["id"]], tags.get(d["id"], []))
             for d in found if d["id"] in contexts]
 
 
@@ -277,6 +292,8 @@ class TypeReads:
 
 
 def read_types(pool: ThreadPoolExecutor, netbox: NetBox, devices: list[Json]) -> TypeReads:
+    """Start reading, in `pool`, the device types of `devices` and their interface and
+    inventory item templates (the templates are what a record's problems are judged by)."""
     type_ids = sorted({d["device_type"]["id"] for d in devices})
     return TypeReads(
         pool.submit(netbox.get_for_ids, "dcim/device-types", "id", type_ids,
@@ -384,6 +401,7 @@ def read_cable_ends(netbox: NetBox, interface_ids: set[int],
 
 
 def read_hosts(netbox: NetBox, selection: Selection) -> list[ExpectedHost]:
+    """The expected model of every selected device, sorted by name."""
     return build_hosts(fetch(netbox, selection))
 
 
@@ -404,6 +422,8 @@ def _address(ref: Mapping[str, Any] | None) -> str | None:
 
 
 def group_by_ref(rows: Iterable[Json], key: str) -> dict[int, list[Json]]:
+    """Rows by the id of their nested reference `key` (a device's, a device type's); rows
+    without one are left out."""
     grouped: dict[int, list[Json]] = defaultdict(list)
     for row in rows:
         ref = row.get(key)
@@ -443,6 +463,7 @@ def link_peers(cable_ends: Iterable[Json], ports: Mapping[int, LinkPeer]) -> dic
 
 
 def build_hosts(raw: RawModel) -> list[ExpectedHost]:
+    """Pure: what NetBox returned → the expected model, each host with its record's problems."""
     types = {t["id"]: t for t in raw.device_types}
     peers = link_peers(raw.cable_ends, port_names(raw))
     identity = name_problems(raw.devices)
@@ -485,6 +506,7 @@ def record_fields(device: Json) -> dict[str, Any]:
 
 
 def gpu_templates(item_templates: Iterable[Json]) -> list[Json]:
+    """The inventory item templates of role gpu, in slot order (GPU2 before GPU10)."""
     return sorted((t for t in item_templates if _slug(t.get("role")) == GPU_ROLE),
                   key=lambda t: natural_key(t["name"]))
 

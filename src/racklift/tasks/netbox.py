@@ -7,12 +7,12 @@ from invoke import task
 from invoke.exceptions import Exit
 from rich.table import Table
 
+from racklift.ansible_inventory import build_inventory
 from racklift.console import console, expected_table, plain, print_json
-from racklift.inventory import build_inventory
 from racklift.netbox.adoption import AdoptionReport, adoption_report
 from racklift.netbox.bootstrap import bootstrap as bootstrap_netbox
 from racklift.netbox.bootstrap import create_role_context, plan_role_context, refuse_overrides
-from racklift.netbox.inventory_reader import read_inventory_hosts
+from racklift.netbox.inventory_hosts import read_inventory_hosts
 from racklift.netbox.reader import Selection, read_hosts
 from racklift.tasks.common import SELECTION_HELP, connect, operator_errors, selection
 

@@ -68,7 +68,7 @@ def _plain(value: Any) -> Any:
 @task(help={**SELECTION_HELP,
             "check": "report only: write nothing to NetBox",
             "mark_failed": "also mark failing `active` hosts `failed` (default: drift report)",
-            "adopt": "record first-seen GPU serials on blank NetBox inventory items",
+            "record_serials": "record first-seen GPU serials on blank NetBox inventory items",
             "record_cables": "create NetBox cables for the links hosts see on ports NetBox has "
                              "no cable for (to switch ports NetBox has, free of cables)",
             "json": "print the JSON report on stdout",
@@ -76,7 +76,7 @@ def _plain(value: Any) -> Any:
                          "and ssh settings say to reach it) or ansible (collect.yml)",
             "metrics_file": METRICS_HELP})
 def verify(c, site=None, rack=None, role="gpu-server", status=None, host=None, check=False,
-           mark_failed=False, adopt=False, record_cables=False, json=False,
+           mark_failed=False, record_cables=False, record_serials=False, json=False,
            collector="direct", metrics_file=None):
     """The gate: collect each host's facts, compare them with NetBox, run health checks.
 
@@ -89,7 +89,8 @@ def verify(c, site=None, rack=None, role="gpu-server", status=None, host=None, c
     chosen = selection(site, rack, role, status, host)
     with operator_errors():
         run = verify_hosts(connect(), chosen, write=not check, mark_active_failed=mark_failed,
-                           adopt_serials=adopt, record_observed_cables=record_cables,
+                           record_observed_serials=record_serials,
+                           record_observed_cables=record_cables,
                            collector=collector,
                            progress=lambda m: console.print(plain(m, "dim")))
         report_file, junit = verdict_report.write(run.run_dir, run.verdicts, chosen.describe(),

@@ -64,7 +64,7 @@ def _partial(facts: HostFacts) -> Iterator[Mismatch]:
 
 def identity(expected: ExpectedHost, facts: HostFacts) -> list[Mismatch]:
     """The critical mismatches that say the host may not be the machine NetBox records, or its
-    GPUs not the ones in the slots NetBox records: nothing observed on it is worth adopting."""
+    GPUs not the ones in the slots NetBox records: nothing observed on it is worth recording."""
     return [m for m in (*_identity(expected, facts), *_gpus(expected, facts))
             if m.severity == CRITICAL]
 

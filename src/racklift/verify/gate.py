@@ -26,10 +26,10 @@ from racklift.netbox.expected import ExpectedHost
 from racklift.netbox.reader import Selection, read_hosts
 from racklift.runs import new_run_dir
 from racklift.verify.acceptance import asks_acceptance
-from racklift.verify.adopt import adopt
 from racklift.verify.direct_collect import COLLECT_TASK, CONTAINER_CHECK_TASK, collect_direct
 from racklift.verify.reach import reach
 from racklift.verify.record_cables import record_cables
+from racklift.verify.record_serials import record_serials
 from racklift.verify.record_verdicts import (
     InNetBox,
     busy,
@@ -154,7 +154,7 @@ class VerifyRun:
 
 
 def gate(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *, write: bool = True,
-         mark_active_failed: bool = False, adopt_serials: bool = False,
+         mark_active_failed: bool = False, record_observed_serials: bool = False,
          record_observed_cables: bool = False, run: str | None = None,
          admit: Callable[[ExpectedHost], bool] = lambda h: not asks_acceptance(h),
          progress: Callable[[str], None] = lambda _: None,
@@ -188,14 +188,15 @@ def gate(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *, write: boo
     if write:
         # Read once, right before writing: collecting took a while, and NetBox may have moved
         # on. What was observed is written under the same holds as the verdicts.
-        observing = adopt_serials or record_observed_cables
+        observing = record_observed_serials or record_observed_cables
         now = read_now(netbox, {v.netbox_id for v in verdicts
                                 if recorded(v, mark_active_failed)}
                        | ({host.netbox_id for host, _ in observed} if observing else set()))
         if observing:
             observed = _not_busy(verdicts, observed, now, run=run, progress=progress)
-        if adopt_serials:
-            progress(f"adopted {adopt(netbox, observed)} first-seen GPU serials into NetBox")
+        if record_observed_serials:
+            progress(f"recorded {record_serials(netbox, observed)} first-seen GPU serials into "
+                     "NetBox")
         if record_observed_cables:
             progress(f"recorded {record_cables(netbox, observed)} observed cables into NetBox")
         verdicts = with_holds(verdicts, now, run=run, mark_active_failed=mark_active_failed)
@@ -225,7 +226,7 @@ def _not_busy(verdicts: list[HostVerdict], observed: list[tuple[ExpectedHost, Ho
 
 
 def verify(netbox: NetBox, selection: Selection, *, write: bool = True,
-           mark_active_failed: bool = False, adopt_serials: bool = False,
+           mark_active_failed: bool = False, record_observed_serials: bool = False,
            record_observed_cables: bool = False, collector: str = "direct",
            progress: Callable[[str], None] = lambda _: None,
            extravars: Mapping[str, Any] | None = None) -> VerifyRun:
@@ -238,6 +239,7 @@ def verify(netbox: NetBox, selection: Selection, *, write: bool = True,
     hosts = read_hosts(netbox, selection)
     progress(f"{len(hosts)} hosts selected ({selection.describe()})")
     verdicts = gate(netbox, hosts, run_dir, write=write, mark_active_failed=mark_active_failed,
-                    adopt_serials=adopt_serials, record_observed_cables=record_observed_cables,
+                    record_observed_serials=record_observed_serials,
+                    record_observed_cables=record_observed_cables,
                     collector=collector, progress=progress, extravars=extravars)
     return VerifyRun(verdicts, run_dir, time.monotonic() - started)

@@ -10,7 +10,7 @@ from racklift.facts.observed import GPUFacts, KernelEvent
 from racklift.facts.xid import admission_severity
 from racklift.netbox.expected import ExpectedHost
 from racklift.verify.check import CRITICAL, OK, UNKNOWN, WARNING, Check, CheckResult
-from racklift.verify.containers import registry_mirror
+from racklift.verify.container_check import container_check
 from racklift.verify.ports import match_ib_ports
 
 GpuCheck = Callable[[tuple[GPUFacts, ...]], tuple[str, str]]
@@ -173,7 +173,7 @@ def disk_space(expected: ExpectedHost, facts: HostFacts) -> CheckResult:
 
 
 CHECKS: tuple[Check, ...] = (ecc, memory_remapping, pcie_links, persistence, kernel_log,
-                             ib_links, fabric_manager, disk_space, registry_mirror)
+                             ib_links, fabric_manager, disk_space, container_check)
 
 
 def run_checks(expected: ExpectedHost, facts: HostFacts) -> list[CheckResult]:

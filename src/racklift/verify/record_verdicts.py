@@ -57,7 +57,7 @@ def hold(verdict: HostVerdict, now: InNetBox, *, run: str | None = None,
 
 def busy(verdict: HostVerdict, now: InNetBox, *, run: str | None = None) -> str | None:
     """Why nothing at all may be written for the host now, whatever its status: the verdict,
-    or what `verify --adopt` and `--record-cables` would record of it."""
+    or what `verify --record-serials` and `--record-cables` would record of it."""
     if now.status != verdict.status:
         # Someone else moved it while the facts were collected: their change wins.
         return (f"status changed to {now.status} since verify started: left as it is"

@@ -1,8 +1,8 @@
-"""`verify --adopt`: record first-seen GPU serials on the device's GPU inventory items.
+"""`verify --record-serials`: record first-seen GPU serials on the device's GPU inventory items.
 
 Only blanks are filled: a serial NetBox already has is never overwritten (a different one on
-the host is a mismatch, for a person to resolve). Without --adopt nothing observed is written.
-What is adopted is the host's word, so only from a host that passes the identity checks (its
+the host is a mismatch, for a person to resolve). Without the flag nothing observed is written.
+What is recorded is the host's word, so only from a host that passes the identity checks (its
 chassis serial is NetBox's, its GPUs the device type's and the recorded ones), and only what
 looks like a serial: NetBox keeps what a later verify trusts.
 """
@@ -21,7 +21,7 @@ from racklift.verify.compare import gpu_slots, identity
 SERIAL = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]{0,49}")
 
 
-def gpu_serials_to_adopt(expected: ExpectedHost, facts: HostFacts) -> dict[str, str]:
+def gpu_serials_to_record(expected: ExpectedHost, facts: HostFacts) -> dict[str, str]:
     """Inventory item name → observed serial, for GPU slots NetBox has no serial for.
     Slot n is the n-th GPU nvidia-smi lists (by PCI bus order, as the device type's). None
     from a host that fails an identity check."""
@@ -33,9 +33,9 @@ def gpu_serials_to_adopt(expected: ExpectedHost, facts: HostFacts) -> dict[str, 
             if not slot.serial and n in seen}
 
 
-def adopt(netbox: NetBox, observed: Iterable[tuple[ExpectedHost, HostFacts]]) -> int:
-    """Write the serials to adopt; returns how many inventory items were updated."""
-    wanted = {h.netbox_id: gpu_serials_to_adopt(h, f) for h, f in observed}
+def record_serials(netbox: NetBox, observed: Iterable[tuple[ExpectedHost, HostFacts]]) -> int:
+    """Write the serials to record; returns how many inventory items were updated."""
+    wanted = {h.netbox_id: gpu_serials_to_record(h, f) for h, f in observed}
     wanted = {device: serials for device, serials in wanted.items() if serials}
     if not wanted:
         return 0

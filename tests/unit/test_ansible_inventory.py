@@ -1,10 +1,10 @@
 import json
 from dataclasses import replace
 
-from racklift.inventory import INCOMPLETE_GROUP, build_inventory, group_name
+from racklift.ansible_inventory import INCOMPLETE_GROUP, build_inventory, group_name
 from racklift.netbox.expected import InventoryHost, Problem
-from racklift.netbox.inventory_reader import RawInventory, build_inventory_hosts
-from racklift.netbox.reader import _rest_shaped, _rest_shaped_ip, reads_everything
+from racklift.netbox.inventory_hosts import RawInventory, build_inventory_hosts
+from racklift.netbox.reader import reads_everything, rest_shaped_device, rest_shaped_ip
 
 
 def host(name: str, rack: str = "R01", problems=(), ip: str | None = "10.16.0.1/16"):
@@ -173,16 +173,16 @@ def test_a_whole_site_reads_every_component_a_rack_reads_its_own():
 def test_graphql_devices_and_addresses_are_shaped_as_rest_returns_them():
     context = {"racklift": {"os_image": "debian-12-gpu"}}
     device_ = {"id": 7, "position": "12.5", "site": {"slug": "lab1"}}
-    assert _rest_shaped(device_, context, ["lab"]) == {
+    assert rest_shaped_device(device_, context, ["lab"]) == {
         "id": 7, "position": 12.5, "site": {"slug": "lab1"}, "config_context": context,
         "tags": [{"slug": "lab"}]}
-    assert _rest_shaped({"id": 8, "position": None}, {}, [])["position"] is None
+    assert rest_shaped_device({"id": 8, "position": None}, {}, [])["position"] is None
     address = {"id": 3, "address": "10.16.0.1/16", "assigned_object": {"id": 41}}
-    assert _rest_shaped_ip(address) == {"id": 3, "address": "10.16.0.1/16",
+    assert rest_shaped_ip(address) == {"id": 3, "address": "10.16.0.1/16",
                                         "assigned_object_type": "dcim.interface",
                                         "assigned_object_id": 41}
-    assert _rest_shaped_ip({"id": 4, "address": "10.0.0.1/24", "assigned_object": {}}) is None
-    assert _rest_shaped_ip({"id": 5, "address": "10.0.0.2/24", "assigned_object": None}) is None
+    assert rest_shaped_ip({"id": 4, "address": "10.0.0.1/24", "assigned_object": {}}) is None
+    assert rest_shaped_ip({"id": 5, "address": "10.0.0.2/24", "assigned_object": None}) is None
 
 
 def test_gpu_slots_are_in_natural_order():

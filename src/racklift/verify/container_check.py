@@ -1,6 +1,6 @@
-"""The registry-mirror health check: on the host, verify's container check
-(playbooks/files/container_check.py) pulled a small image through the host's registry mirror
-and ran it with the nvidia runtime. Pure: the desired mirror and the check's steps in, a
+"""The container check, judged: on the host, playbooks/files/container_check.py pulled a small
+image through the host's registry mirror and ran it with the nvidia runtime; its steps are
+parsed by racklift.facts.container_check. Pure: the desired mirror and the check's steps in, a
 CheckResult out, naming the host-side cause of a failure and what to do about it."""
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ from racklift.facts.host import HostFacts
 from racklift.netbox.expected import ExpectedHost
 from racklift.verify.check import CRITICAL, OK, UNKNOWN, CheckResult
 
+# The check's name in verdicts, NetBox journals and racklift_result: kept as recorded so far.
 NAME = "containers.registry_mirror"
 ROLE = "run the container_runtime role"
 
 
-def registry_mirror(expected: ExpectedHost, facts: HostFacts) -> CheckResult:
+def container_check(expected: ExpectedHost, facts: HostFacts) -> CheckResult:
     if expected.desired is None:
         return CheckResult(NAME, UNKNOWN, "the config context does not parse: whether the "
                            "host has a registry mirror is unknown")

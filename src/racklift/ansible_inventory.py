@@ -1,7 +1,7 @@
 """The Ansible inventory racklift builds from NetBox.
 
 `build_inventory` is pure: hosts in, the `ansible-inventory --list` JSON shape out. The
-`racklift_netbox` inventory plugin (plugins/inventory) and `racklift inventory` both use it.
+`racklift_netbox` inventory plugin (plugins/inventory) and `racklift netbox.inventory` both use it.
 Host vars hold what playbooks and operators use, not the whole expected model: Ansible copies
 every value of every host var on the way in and writes each one out for `--list`, which at
 10,000 hosts was most of the time. verify reads the expected model from NetBox itself.
@@ -19,9 +19,9 @@ from racklift.netbox.client import NetBox, NetBoxSettings
 from racklift.netbox.desired import role_vars
 from racklift.netbox.expected import InventoryHost
 from racklift.netbox.identity import has_identity
-from racklift.netbox.inventory_reader import build_inventory_hosts, read_inventory_hosts
-from racklift.netbox.inventory_sync import sync
+from racklift.netbox.inventory_hosts import build_inventory_hosts, read_inventory_hosts
 from racklift.netbox.reader import Selection
+from racklift.netbox.warm_inventory import sync
 
 INCOMPLETE_GROUP = "racklift_incomplete"
 
@@ -97,7 +97,7 @@ def load(settings: NetBoxSettings, selection: Selection) -> dict[str, Any]:
 def load_warm(settings: NetBoxSettings, selection: Selection, kept: Path, *,
               max_age: float) -> tuple[dict[str, Any], str]:
     """The inventory from the model kept in `kept`, brought up to date from NetBox's change
-    log (racklift.netbox.inventory_sync); and how it was read."""
+    log (racklift.netbox.warm_inventory); and how it was read."""
     synced = sync(NetBox.connect(settings), selection, kept, max_age=max_age)
     return build_inventory(build_inventory_hosts(synced.raw)), synced.how
 

@@ -1,13 +1,14 @@
 """The warm inventory's pure parts: what change records touch, the merge, the unlogged-write
-check, and the kept file (racklift.netbox.changes, racklift.netbox.inventory_sync)."""
+check, and the kept file (racklift.netbox.changes, racklift.netbox.warm_inventory)."""
 
 import json
 import os
 import time
 
 from racklift.netbox.changes import touched
-from racklift.netbox.inventory_reader import RawInventory
-from racklift.netbox.inventory_sync import (
+from racklift.netbox.inventory_hosts import RawInventory
+from racklift.netbox.reader import Selection
+from racklift.netbox.warm_inventory import (
     Kept,
     load,
     merge,
@@ -16,7 +17,6 @@ from racklift.netbox.inventory_sync import (
     unlogged,
     update_keys,
 )
-from racklift.netbox.reader import Selection
 
 
 def change(kind, object_id, pre=None, post=None):

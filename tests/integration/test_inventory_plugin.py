@@ -8,8 +8,8 @@ import pytest
 
 from helpers import BIN, REPO
 from racklift.ansible import run_playbook
+from racklift.ansible_inventory import without_unsafe
 from racklift.errors import RackliftError
-from racklift.inventory import without_unsafe
 from racklift.netbox.client import NetBoxSettings
 
 

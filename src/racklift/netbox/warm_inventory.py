@@ -38,10 +38,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from racklift.netbox import changes as change_log
-from racklift.netbox import inventory_reader
+from racklift.netbox import inventory_hosts
 from racklift.netbox import reader as netbox_reader
 from racklift.netbox.client import NetBox
-from racklift.netbox.inventory_reader import RawInventory, fetch_devices, fetch_inventory
+from racklift.netbox.inventory_hosts import RawInventory, fetch_devices, fetch_inventory
 from racklift.netbox.reader import FETCH_WORKERS, Json, Selection, device_params, read_types
 
 # Changes and updates are stamped when written, not when their transaction commits: both are
@@ -56,7 +56,7 @@ PARTIAL_SHARE = 0.25  # more of the model's devices touched than this: a full re
 CHANGE_FIELDS = ("id", "time", "changed_object_type", "changed_object_id", "prechange_data",
                  "postchange_data")
 # A kept model is only as good as the code that read it.
-RECIPE = (Path(__file__), *(Path(m.__file__) for m in (change_log, inventory_reader,
+RECIPE = (Path(__file__), *(Path(m.__file__) for m in (change_log, inventory_hosts,
                                                        netbox_reader)))
 
 

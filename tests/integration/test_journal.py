@@ -13,9 +13,9 @@ from racklift.lifecycle.result import RESULT_FIELD
 from racklift.netbox.client import NetBox
 from racklift.netbox.reader import Selection, read_hosts
 from racklift.pipeline.outcome import HostRun
-from racklift.pipeline.plan import HostPlan, Options
+from racklift.pipeline.plan import PROVISION, HostPlan
 from racklift.pipeline.progress import Progress
-from racklift.pipeline.provision import _Batch
+from racklift.pipeline.rack_record import RackRecord
 
 RACK = "J01"
 
@@ -26,7 +26,7 @@ def journal(netbox: NetBox, device: int) -> list[str]:
                                    "assigned_object_id": device}, fields=("comments",))]
 
 
-def test_one_hosts_nul_does_not_stop_its_racks_failures_being_recorded(empty_netbox, tmp_path):
+def test_one_hosts_nul_does_not_stop_its_racks_failures_being_recorded(empty_netbox):
     plan = hosts.plan(3, RACK)
     seed.apply(empty_netbox, plan)
     rack = read_hosts(empty_netbox, Selection(names=tuple(h.name for h in plan.hosts)))
@@ -36,10 +36,10 @@ def test_one_hosts_nul_does_not_stop_its_racks_failures_being_recorded(empty_net
         empty_netbox.create("extras/journal-entries", [
             {"assigned_object_type": "dcim.device", "assigned_object_id": h.netbox_id,
              "comments": "x\x00" if h is hostile else "fine"} for h in rack])
-    batch = _Batch(empty_netbox, [HostRun(h, HostPlan(), None) for h in rack], Options(), "r1",
-                   tmp_path, Progress(lambda _: None), None, None, {})
+    record = RackRecord(empty_netbox, [HostRun(h, HostPlan(), None) for h in rack], PROVISION,
+                        "r1", Progress(lambda _: None))
     # Planted: one host's ramdisk reports `x<NUL>`; the others fail for reasons of their own.
-    batch.fail({hostile.name: "deploy report: x\x00",
+    record.fail({hostile.name: "deploy report: x\x00",
                 **{h.name: f"unreachable: {h.name} no route" for h in others}}, "image")
     assert journal(empty_netbox, hostile.netbox_id) == [
         "racklift provision (run r1): image failed.\n- deploy report: x\\x00"]

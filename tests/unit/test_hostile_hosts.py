@@ -26,7 +26,7 @@ from racklift.facts.host import from_bundle
 from racklift.facts.parsers import ParseError
 from racklift.lifecycle.result import RESULT_FIELD, of_stage_failure
 from racklift.lifecycle.state import Transition, apply
-from racklift.pipeline.provision import failure_transitions
+from racklift.pipeline.rack_record import failure_transitions
 from racklift.text import JOURNAL_LINE
 from racklift.verify import gate as verify_gate
 from racklift.verify.verdict import journal_text, not_verified

@@ -15,18 +15,18 @@ import yaml
 
 from racklift.lifecycle.stages import ACCEPT, CONFIGURE, IMAGE, STAGES, VERIFY
 from racklift.paths import REPO_ROOT
-from racklift.pipeline import accept_stage, image_stage, provision
+from racklift.pipeline import accept_stage, image_stage, rack_stages
 from racklift.verify import gate as gate_module
 
 DOC = REPO_ROOT / "docs" / "architecture.md"
 HEADING = "### Stages, playbooks and roles"
 PLAYBOOKS = REPO_ROOT / "playbooks"
 GROUP_VARS = REPO_ROOT / "inventory" / "group_vars" / "all"
-# Where each stage's playbooks are run: a module, or the one function of provision's batch that
-# runs the stage's playbook itself. test_each_stage_runs_the_code_read_here ties it to provision.
+# Where each stage's playbooks are run: a module, or the one stage runner of a rack that runs the
+# stage's playbook itself. test_each_stage_runs_the_code_read_here ties it to rack_stages.
 STAGE_CODE: dict[str, Any] = {
     IMAGE: image_stage,
-    CONFIGURE: provision._Batch.run_configure,
+    CONFIGURE: rack_stages.run_configure,
     VERIFY: gate_module,
     ACCEPT: accept_stage,
 }
@@ -141,17 +141,17 @@ def doc_table() -> list[tuple[str, str, tuple[str, ...]]]:
 
 def test_each_stage_runs_the_code_read_here() -> None:
     assert list(STAGE_CODE) == list(STAGES)
-    # A rack's batch runs the stages in STAGES' order, one method each.
-    assert [n for n in _called(provision._Batch.go) if n.startswith("run_")] == [
+    # A rack's batch runs the stages in STAGES' order, one runner each.
+    assert [n for n in _called(rack_stages.run_rack) if n.startswith("run_")] == [
         f"run_{s}" for s in STAGES]
     # The image stage is the one the command line hands the pipeline; verify and accept call
     # the modules read above.
     from racklift.tasks import pipeline as tasks_pipeline
     assert tasks_pipeline.image_hosts is image_stage.image_hosts
-    assert "gate" in _called(provision._Batch.run_verify)
-    assert provision.gate is gate_module.gate
-    assert "accept" in _called(provision._Batch.run_accept)
-    assert provision.accept is accept_stage.accept
+    assert "gate" in _called(rack_stages.run_verify)
+    assert rack_stages.gate is gate_module.gate
+    assert "accept" in _called(rack_stages.run_accept)
+    assert rack_stages.accept is accept_stage.accept
 
 
 def test_the_code_runs_a_playbook_in_every_stage() -> None:

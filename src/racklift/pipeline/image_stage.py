@@ -1,4 +1,4 @@
-"""The image stage of the pipeline (DESIGN.md step 3): each host PXE-boots racklift's deploy
+"""The image stage of the pipeline (docs/architecture.md, step 3): each host PXE-boots racklift's deploy
 ramdisk from its site's boot server, which streams the OS image onto its disk; the host comes
 back on SSH with a new boot id and the image's marker. A host whose os_image is
 `installer-<os>` (e.g. installer-debian-12) PXE-boots that OS's own installer instead, with a

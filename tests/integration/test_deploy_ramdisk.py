@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from helpers import load_script
-from racklift.imaging import deploy_data, diskimage, ramdisk
+from racklift.imaging import deploy_data, diskimage, host_keys, ramdisk
 from racklift.paths import REPO_ROOT
 
 pytestmark = pytest.mark.vm
@@ -154,7 +154,8 @@ def stage_host(server: BootServer, host: str, mac: str, image_url: str,
     spec = deploy_data.HostDeploy(
         host=host, mac=mac, address=GUEST_ADDRESS, target_disk="/dev/vda", gateway=GUEST_HOST,
         dns=("10.0.2.3",),
-        authorized_keys=(ssh_key.with_suffix(".pub").read_text().strip(),))
+        authorized_keys=(ssh_key.with_suffix(".pub").read_text().strip(),),
+        host_key=host_keys.new_host_key())
     artifact = deploy_data.ImageArtifact(image.name, image.build_id, image.sha256)
     data = deploy_data.render(spec, artifact, server.http_url, nonce)
     data["image"]["url"] = image_url

@@ -31,6 +31,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,37 +83,32 @@ def image() -> diskimage.DiskImage:
     return result
 
 
-@pytest.fixture(scope="module")
-def tokens(request) -> list[str]:
-    """Every token the stage makes (the real generator, observed), for the secrets check."""
-    made: list[str] = []
-    real = deploy_data.new_token
+def _observed(request, module: Any, name: str) -> list[Any]:
+    """What `module.name()` (the real generator) makes for the module's tests, kept."""
+    made: list[Any] = []
+    real = getattr(module, name)
 
-    def observed() -> str:
+    def observed() -> Any:
         made.append(real())
         return made[-1]
 
     patch = pytest.MonkeyPatch()
-    patch.setattr(imaging.deploy_data, "new_token", observed)
+    patch.setattr(module, name, observed)
     request.addfinalizer(patch.undo)
     return made
+
+
+@pytest.fixture(scope="module")
+def tokens(request) -> list[str]:
+    """Every token the stage makes, for the secrets check."""
+    return _observed(request, imaging.deploy_data, "new_token")
 
 
 @pytest.fixture(scope="module")
 def made_keys(request) -> list[host_keys.HostKey]:
-    """Every host key the stage makes (the real generator, observed): the secrets check looks
-    for their private halves, the re-image's plant gives one host another."""
-    made: list[host_keys.HostKey] = []
-    real = host_keys.new_host_key
-
-    def observed() -> host_keys.HostKey:
-        made.append(real())
-        return made[-1]
-
-    patch = pytest.MonkeyPatch()
-    patch.setattr(imaging.host_keys, "new_host_key", observed)
-    request.addfinalizer(patch.undo)
-    return made
+    """Every host key the stage makes: the secrets check looks for their private halves, the
+    re-image's plant gives one host another."""
+    return _observed(request, imaging.host_keys, "new_host_key")
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
-"""The image stage (src/racklift/pipeline/image_stage.py): its pure parts (what a host needs to be
-imaged, the device type's boot timeout, DHCP timing on the boot server's clock alone, what the
-deployed host shows over SSH), and how the stage ends, with playbooks and BMCs stood in for."""
+"""The image stage (racklift.pipeline.image_stage, with image_run, image_power and
+boot_server_waits): its pure parts (what a host needs to be imaged, the device type's boot
+timeout, DHCP timing on the boot server's clock alone, what the deployed host shows over SSH),
+and how the stage ends, with playbooks and BMCs stood in for."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from racklift.ansible import HostEvent, PlaybookResult
 from racklift.imaging import diskimage, host_keys, ramdisk
 from racklift.lifecycle.state import IMAGE_FIELD
 from racklift.netbox.expected import ExpectedHost
-from racklift.pipeline import image_plan, ssh_wait
+from racklift.pipeline import image_plan, image_power, image_run, ssh_wait
 from racklift.pipeline import image_stage as imaging
 from racklift.pipeline.progress import Progress
 from redfish_trees import DELL, Tree
@@ -85,7 +86,7 @@ def test_boot_server_clock_from_the_facts_gathered_on_it() -> None:
     facts = {"ansible_facts": {"ansible_date_time": {"epoch": "1796150722",
                                                      "epoch_int": "1796150722"}}}
     clock = imaging.boot_clock(facts, received=5000.0)
-    assert clock == imaging.BootClock(1796150722.0, 5000.0)
+    assert clock == image_plan.BootClock(1796150722.0, 5000.0)
     assert clock.server_time(5012.5) == 1796150734.5
     assert imaging.boot_clock({"ansible_facts": {}}, 5000.0) is None
 
@@ -95,7 +96,7 @@ def test_dhcp_timing_uses_the_boot_servers_clock_only() -> None:
     meets the controller's): a request 40 s after power-on counts, and is 40 s after it."""
     controller_wall = 1796150000.0  # what time.time() says here: not used at all
     server_now = controller_wall + 3600
-    clock = imaging.BootClock(server_now, monotonic=200.0)  # the facts came at monotonic 200
+    clock = image_plan.BootClock(server_now, monotonic=200.0)  # the facts came at monotonic 200
     powered_on = 230.0  # the boot playbook ran on for 30 s, then Redfish powered it on
     since, deadline = imaging.dhcp_window(clock, powered_on, timeout=180)
     assert (since, deadline) == (server_now, server_now + 30 + 180)
@@ -238,8 +239,8 @@ def test_however_the_stage_ends_no_boot_server_keeps_its_tokens(monkeypatch, tmp
     calls: list[tuple[str, ...]] = []
     ansible = _Ansible(failing, calls)
     targets = _targets()
-    monkeypatch.setattr(imaging, "run_playbook", ansible)
-    monkeypatch.setattr(imaging, "client_for", lambda host, oob_ip, hostvars: _Bmc(host, calls))
+    monkeypatch.setattr(image_run, "run_playbook", ansible)
+    monkeypatch.setattr(image_power, "client_for", lambda host, oob_ip, hostvars: _Bmc(host, calls))
     monkeypatch.setattr(imaging.ramdisk, "build", lambda image: ramdisk.Ramdisk(
         "0123456789abcdef", tmp_path, "6.1", image.build_id, 1, 0.0, True))
     monkeypatch.setattr(imaging, "_resolve", lambda run, hosts, image: (targets, SERVERS))
@@ -321,7 +322,7 @@ class _InstallAnsible:
                 report = {"result": "success", "reason": "deployed"}
             answer = {"hosts": {h["name"]: {"at": h["since"] + 5, "report": report}
                                 for h in wanted}, "ignored": []}
-            captured[hosts[0]] = {imaging.WAIT_TASK: {"stdout": json.dumps(answer)}}
+            captured[hosts[0]] = {image_plan.WAIT_TASK: {"stdout": json.dumps(answer)}}
         elif name == "image_check.yml":
             for host_name in hosts:
                 captured[host_name] = {imaging.CHECK_TASK: {"stdout": self.installed(host_name)}}
@@ -403,9 +404,9 @@ def _install(monkeypatch, tmp_path, on_reads: int | None, install: float = 60.0,
         (media / name).write_bytes(b"stand-in")
     monkeypatch.setitem(imaging.installer.PACKAGED_MEDIA, "debian-12",
                         (media, ("linux", "initrd.gz"), "debian-installer-12-netboot-amd64"))
-    monkeypatch.setattr(imaging, "INSTALL_POLL", 0.01)
-    monkeypatch.setattr(imaging, "run_playbook", ansible)
-    monkeypatch.setattr(imaging, "client_for",
+    monkeypatch.setattr(image_power, "INSTALL_POLL", 0.01)
+    monkeypatch.setattr(image_run, "run_playbook", ansible)
+    monkeypatch.setattr(image_power, "client_for",
                         lambda host, oob_ip, hostvars: _InstallBmc(host, calls, on_reads))
     monkeypatch.setattr(imaging.ramdisk, "build", lambda image: ramdisk.Ramdisk(
         "0123456789abcdef", tmp_path, "6.1", image.build_id, 1, 0.0, True))
@@ -515,17 +516,17 @@ class _TreeBmc(_Bmc):
 def test_firmware_or_bios_off_their_pins_fail_the_host_before_it_is_served(monkeypatch,
                                                                           tmp_path) -> None:
     calls: list[tuple[str, ...]] = []
-    monkeypatch.setattr(imaging, "client_for", lambda host, oob_ip, hostvars: _TreeBmc(host,
-                                                                                      calls))
+    monkeypatch.setattr(image_power, "client_for",
+                        lambda host, oob_ip, hostvars: _TreeBmc(host, calls))
     wrong = {"firmware": {"BMC": "7.10.30.00", "BIOS": "1.8.2"},
              "bios": {"SysProfile": "Custom", "ProcVirtualization": "Enabled"}}
     pinned, off, unpinned = (replace(t, host=replace(t.host, config={**t.host.config, **pins}))
                              for t, pins in zip(_targets(), (DELL_PINS, wrong, {}), strict=True))
     lines: list[str] = []
-    run = imaging._Run(SimpleNamespace(settings=None), tmp_path, Progress(lines.append),
-                       imaging.ImagingOptions(image=IMAGE), tmp_path)
+    run = image_run.ImageRun(SimpleNamespace(settings=None), tmp_path, Progress(lines.append),
+                              imaging.ImagingOptions(image=IMAGE), tmp_path)
     run.errors = {t.host.name: None for t in (pinned, off, unpinned)}
-    imaging._firmware(run, [pinned, off, unpinned])
+    image_power.check_firmware(run, [pinned, off, unpinned])
     assert run.errors == {pinned.host.name: None, unpinned.host.name: None, off.host.name: (
         "its firmware and BIOS are not as its device type pins them: firmware BMC "
         "(Installed-25227-6.00.30.00__iDRAC.Embedded.1-1): found 6.00.30.00, wanted 7.10.30.00; "
@@ -544,13 +545,13 @@ def test_a_bmc_whose_inventory_cannot_be_read_fails_the_pinned_host_saying_why(
 
     bmc = _Bmc("gpu-01", [])
     bmc.get = refusing  # type: ignore[attr-defined]
-    monkeypatch.setattr(imaging, "client_for", lambda host, oob_ip, hostvars: bmc)
+    monkeypatch.setattr(image_power, "client_for", lambda host, oob_ip, hostvars: bmc)
     (pinned,) = [replace(t, host=replace(t.host, config={**t.host.config, **DELL_PINS}))
                  for t in _targets()[:1]]
-    run = imaging._Run(SimpleNamespace(settings=None), tmp_path, Progress(print),
-                       imaging.ImagingOptions(image=IMAGE), tmp_path)
+    run = image_run.ImageRun(SimpleNamespace(settings=None), tmp_path, Progress(print),
+                              imaging.ImagingOptions(image=IMAGE), tmp_path)
     run.errors = {"gpu-01": None}
-    imaging._firmware(run, [pinned])
+    image_power.check_firmware(run, [pinned])
     why = run.errors["gpu-01"] or ""
     assert why.startswith("its firmware and BIOS are not as its device type pins them: "
                           "firmware BMC: found not reported, wanted 6.00.30.00;")
@@ -568,9 +569,9 @@ def test_the_stage_reads_the_pins_before_it_serves_or_powers_on_a_host(monkeypat
     real_entry = imaging._entry
     monkeypatch.setattr(imaging, "_entry", lambda run, t, server: (served.append(t.name),
                                                                    real_entry(run, t, server))[1])
-    monkeypatch.setattr(imaging, "run_playbook", ansible)
-    monkeypatch.setattr(imaging, "client_for", lambda host, oob_ip, hostvars: _TreeBmc(host,
-                                                                                      calls))
+    monkeypatch.setattr(image_run, "run_playbook", ansible)
+    monkeypatch.setattr(image_power, "client_for",
+                        lambda host, oob_ip, hostvars: _TreeBmc(host, calls))
     monkeypatch.setattr(imaging.ramdisk, "build", lambda image: ramdisk.Ramdisk(
         "0123456789abcdef", tmp_path, "6.1", image.build_id, 1, 0.0, True))
     monkeypatch.setattr(imaging, "_resolve", lambda run, hosts, image: (targets, SERVERS))

@@ -15,17 +15,21 @@ import yaml
 
 from racklift.lifecycle.stages import ACCEPT, CONFIGURE, IMAGE, STAGES, VERIFY
 from racklift.paths import REPO_ROOT
-from racklift.pipeline import accept_stage, image_stage, rack_stages
+from racklift.pipeline import accept_stage, boot_server_waits, image_stage, rack_stages
 from racklift.verify import gate as gate_module
 
 DOC = REPO_ROOT / "docs" / "architecture.md"
 HEADING = "### Stages, playbooks and roles"
 PLAYBOOKS = REPO_ROOT / "playbooks"
 GROUP_VARS = REPO_ROOT / "inventory" / "group_vars" / "all"
-# Where each stage's playbooks are run: a module, or the one stage runner of a rack that runs the
-# stage's playbook itself. test_each_stage_runs_the_code_read_here ties it to rack_stages.
+# Where each stage's playbooks are run: a module, the one stage runner of a rack that runs the
+# stage's playbook itself, or the functions that run them in the order the stage does (the image
+# stage's boot server waits are a module of their own). test_each_stage_runs_the_code_read_here
+# ties it to rack_stages and to the image stage's modules.
+IMAGE_MODULES = (image_stage, boot_server_waits)
 STAGE_CODE: dict[str, Any] = {
-    IMAGE: image_stage,
+    IMAGE: (image_stage._hostvars, image_stage._prepare_boot_servers, boot_server_waits,
+            image_stage._check, image_stage._release),
     CONFIGURE: rack_stages.run_configure,
     VERIFY: gate_module,
     ACCEPT: accept_stage,
@@ -53,9 +57,10 @@ def _called(code: Any) -> list[str]:
 
 def code_playbooks(code: Any) -> list[str]:
     """The playbooks `code` runs (run_playbook("x.yml", ...), or its image stage's
-    run.playbook("x.yml", ...)), each once, in source order."""
+    run.playbook("x.yml", ...)), each once, in source order (a tuple of code: in its order)."""
     found: list[str] = []
-    for call in _calls(_tree(code)):
+    parts = code if isinstance(code, tuple) else (code,)
+    for call in [c for part in parts for c in _calls(_tree(part))]:
         name = (call.func.id if isinstance(call.func, ast.Name) else
                 call.func.attr if isinstance(call.func, ast.Attribute) else None)
         if (name in ("run_playbook", "playbook") and call.args
@@ -148,6 +153,9 @@ def test_each_stage_runs_the_code_read_here() -> None:
     # the modules read above.
     from racklift.tasks import pipeline as tasks_pipeline
     assert tasks_pipeline.image_hosts is image_stage.image_hosts
+    # The image stage's code read above is every playbook its modules run.
+    assert sorted(code_playbooks(STAGE_CODE[IMAGE])) == sorted(
+        {p for module in IMAGE_MODULES for p in code_playbooks(module)})
     assert "gate" in _called(rack_stages.run_verify)
     assert rack_stages.gate is gate_module.gate
     assert "accept" in _called(rack_stages.run_accept)

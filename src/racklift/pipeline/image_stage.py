@@ -1,12 +1,13 @@
-"""The image stage of the pipeline (docs/architecture.md, step 3): each host PXE-boots racklift's deploy
-ramdisk from its site's boot server, which streams the OS image onto its disk; the host comes
-back on SSH with a new boot id and the image's marker. A host whose os_image is
-`installer-<os>` (e.g. installer-debian-12) PXE-boots that OS's own installer instead, with a
-preseed or autoinstall rendered from the same data (racklift.imaging.installer), which powers
-the host off when it is done.
+"""The image stage of the pipeline (docs/architecture.md, step 3): each host PXE-boots
+racklift's deploy ramdisk from its site's boot server, which streams the OS image onto its
+disk; the host comes back on SSH with a new boot id and the image's marker. A host whose
+os_image is `installer-<os>` (e.g. installer-debian-12) PXE-boots that OS's own installer
+instead, with a preseed or autoinstall rendered from the same data (racklift.imaging.installer),
+which powers the host off when it is done.
 
 `image_hosts` is the pipeline's ImageStage: host name → error (None: imaged). Per host, with
-a timeout per phase and one clear error each; one host's failure never stops the others:
+a timeout per phase and one clear error each; one host's failure never stops the others (the
+run they share, its errors, notes and playbook runs: racklift.pipeline.image_run):
 
 1. From NetBox: provisioning MAC and IP, BMC (OOB IP), the host's desired state
    (racklift.netbox.desired: the OS image, racklift builds `debian12`; the disk to write it
@@ -16,6 +17,8 @@ a timeout per phase and one clear error each; one host's failure never stops the
    From the inventory (playbooks/image_hostvars.yml): BMC port, CA and credentials (vault or
    environment), the SSH key Ansible uses (its .pub is authorized on the deployed host, or the
    host var `racklift_authorized_keys`), and the boot id of a host that already runs.
+   Then, before anything is served: the firmware and BIOS pins over Redfish
+   (racklift.pipeline.image_power).
 2. A one-time token, a nonce and deploy data per host (racklift.imaging.deploy_data); the
    boot_server role on the boot server (playbooks/image_boot.yml) with only these hosts
    deploying, the ramdisk and the image (copied when their checksum differs). An installed
@@ -23,15 +26,17 @@ a timeout per phase and one clear error each; one host's failure never stops the
    secret), its mirror and proxy from the host vars racklift_installer_mirror and
    racklift_installer_proxy, and Debian's netboot installer from the controller's
    debian-installer-12-netboot-amd64.
-3. Redfish: one-time network boot, then power on (or force restart when on).
-4. On the boot server (playbooks/image_wait.yml): the MAC's DHCP request (timeout: the MAC,
-   and MACs the boot server ignored), then the ramdisk's report (failure: its phase and reason).
+3. Redfish (racklift.pipeline.image_power): one-time network boot, then power on (or force
+   restart when on).
+4. On the boot server (playbooks/image_wait.yml, racklift.pipeline.boot_server_waits): the
+   MAC's DHCP request (timeout: the MAC, and MACs the boot server ignored), then the ramdisk's
+   report (failure: its phase and reason).
    Times there are the boot server's own: its journal is compared with its clock only.
    An installed host: after its DHCP request, Redfish until it is powered off (the installer's
-   end; timeout: Timeouts.install), with a progress note every few minutes.
-5. Redfish: boot from disk again, always (sushy-tools keeps "Once" forever and its VM reboots
-   into the network: then a power cycle makes the disk boot take effect). Hosts that failed
-   after power-on are powered off, so they do not loop through network boots.
+   end; timeout: Timeouts.install), with a progress note every few minutes (image_power).
+5. Redfish (image_power): boot from disk again, always (sushy-tools keeps "Once" forever and
+   its VM reboots into the network: then a power cycle makes the disk boot take effect). Hosts
+   that failed after power-on are powered off, so they do not loop through network boots.
 6. SSH (the inventory's connection, the lab's ProxyCommand), accepting only the host key
    racklift made for this deploy (racklift.imaging.host_keys: it went to the host with its
    deploy data or installer files; the run's known_hosts holds its public half), waited for
@@ -51,36 +56,25 @@ writes NetBox status and journal.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import time
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from racklift.ansible import HostEvent, PlaybookResult, run_playbook
-from racklift.bmc import firmware
-from racklift.bmc.inventory import BmcInventory, read_inventory
-from racklift.bmc.redfish import BmcError, client_for
 from racklift.errors import RackliftError
 from racklift.imaging import deploy_data, diskimage, host_keys, installer, ramdisk
-from racklift.lifecycle.stages import IMAGE
 from racklift.lifecycle.state import IMAGE_FIELD, Transition, apply
 from racklift.netbox.client import NetBox
 from racklift.netbox.desired import FIELD_PREFIX
 from racklift.netbox.expected import ExpectedHost
+from racklift.pipeline.boot_server_waits import wait_on_boot_servers
 from racklift.pipeline.image_plan import (
-    API_DATA,
     BOOT_ID_TASK,
     BOOT_SERVER_ROLE,
     CHECK_TASK,
     FACTS_TASK,
-    NETBOX_INVENTORY,
-    WAIT_TASK,
-    BootClock,
     BootServer,
     ImagingOptions,
     Target,
@@ -95,79 +89,20 @@ from racklift.pipeline.image_plan import (
     image_marker,
     image_problem,
     imaging_problems,
-    install_error,
     parse_check,
     ramdisk_boot_id,
     report_error,
     ssh_timeout,
 )
+from racklift.pipeline.image_power import boot_disk, check_firmware, power_on, wait_installs
+from racklift.pipeline.image_run import ImageRun
 from racklift.pipeline.progress import Progress
 from racklift.pipeline.ssh_wait import wait_for_ssh
 from racklift.secret_files import secrets_dir, write_secret
 from racklift.verify.reach import reach
 
 
-def with_boot_servers(directory: Path, extra: tuple[str, ...] = (),
-                      base: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """The environment of a playbook run whose inventory also holds the boot servers (the
-    NetBox inventory takes GPU servers only): the sources `base` gives every playbook run
-    (its ANSIBLE_INVENTORY, as a lab run sets it; else NetBox's), a second racklift_netbox
-    source in `directory`, then `extra`."""
-    boot_sources = directory / "boot-servers.racklift.yml"
-    boot_sources.write_text(f"plugin: racklift_netbox\nroles: [{BOOT_SERVER_ROLE}]\n")
-    sources = base.get("ANSIBLE_INVENTORY") or str(NETBOX_INVENTORY)
-    return {"ANSIBLE_INVENTORY": ",".join([sources, str(boot_sources), *extra])}
-
-
-class _Run:
-    """One imaging run over a rack's hosts (the pipeline calls the stage per rack)."""
-
-    def __init__(self, netbox: NetBox, run_dir: Path, progress: Progress,
-                 options: ImagingOptions, secrets: Path) -> None:
-        self.netbox, self.run_dir, self.progress = netbox, run_dir, progress
-        self.options, self.secrets = options, secrets
-        self.errors: dict[str, str | None] = {}
-        self.started: dict[str, float] = {}  # power-on, per host (monotonic)
-        self.clocks: dict[str, BootClock] = {}  # per boot server, read right before power-on
-        self.disk_boot_set: set[str] = set()  # hosts whose BMC was told to boot the disk again
-        # Per host given to its boot server (set before the role runs there): its deploy's
-        # nonce and marker, which the SSH check reads back; these hosts' boot servers are
-        # released.
-        self.nonces: dict[str, str] = {}
-        self.markers: dict[str, dict[str, str]] = {}
-        self.env = with_boot_servers(secrets, options.inventory)
-
-    def fail(self, name: str, why: str) -> None:
-        if self.errors.get(name) is None:
-            self.errors[name] = why
-            self.progress.failed(name, IMAGE, why)
-
-    def note(self, name: str, text: str) -> None:
-        since = self.started.get(name)
-        self.progress.note(f"{name}: {text}" + (f" ({time.monotonic() - since:.0f} s after "
-                                                "power-on)" if since else ""))
-
-    def playbook(self, name: str, hosts: list[str], ident: str,
-                 extravars: Mapping[str, Any] | None = None, capture: tuple[str, ...] = (),
-                 expected_to_fail: str = "",
-                 received: dict[str, float] | None = None) -> PlaybookResult:
-        """`received`: when each host's captured result came (monotonic), filled in."""
-        def event(got: HostEvent) -> None:
-            if received is not None and got.task in capture and got.kind == "ok":
-                received[got.host] = time.monotonic()
-            # A task that may fail (a host that does not run yet) is no failure to show.
-            if not (got.task == expected_to_fail and got.kind in ("failed", "unreachable")):
-                self.progress.event(got)
-        return run_playbook(name, hosts, self.netbox.settings, self.env,
-                            artifacts=self.run_dir / "ansible", ident=ident,
-                            extravars={**self.options.extravars, **(extravars or {})},
-                            on_event=event, capture=capture)
-
-    def live(self, targets: list[Target]) -> list[Target]:
-        return [t for t in targets if self.errors.get(t.name) is None]
-
-
-def _resolve(run: _Run, hosts: list[ExpectedHost], image: diskimage.DiskImage,
+def _resolve(run: ImageRun, hosts: list[ExpectedHost], image: diskimage.DiskImage,
              ) -> tuple[list[Target], dict[str, BootServer]]:
     images = run.options.images
     servers = run.netbox.get_all("dcim/devices", {"role": BOOT_SERVER_ROLE, "status": "active",
@@ -200,7 +135,7 @@ def _resolve(run: _Run, hosts: list[ExpectedHost], image: diskimage.DiskImage,
     return targets, by_name
 
 
-def _hostvars(run: _Run, targets: list[Target], ident: str) -> tuple[list[Target],
+def _hostvars(run: ImageRun, targets: list[Target], ident: str) -> tuple[list[Target],
                                                                      dict[str, str]]:
     """Targets with their inventory vars, and the boot ids of hosts that already run."""
     result = run.playbook("image_hostvars.yml", [t.name for t in targets],
@@ -222,7 +157,7 @@ def _hostvars(run: _Run, targets: list[Target], ident: str) -> tuple[list[Target
     return with_vars, boot_ids
 
 
-def _entry(run: _Run, t: Target, server: BootServer) -> dict[str, Any]:
+def _entry(run: ImageRun, t: Target, server: BootServer) -> dict[str, Any]:
     """The host's boot_server_hosts entry: its deploy (image, with a token) or its install;
     RackliftError naming the field when its data cannot be rendered."""
     nonce, key = deploy_data.new_nonce(), host_keys.new_host_key()
@@ -244,7 +179,7 @@ def _entry(run: _Run, t: Target, server: BootServer) -> dict[str, Any]:
     return entry
 
 
-def _prepare_boot_servers(run: _Run, targets: list[Target], servers: dict[str, BootServer],
+def _prepare_boot_servers(run: ImageRun, targets: list[Target], servers: dict[str, BootServer],
                           disk: ramdisk.Ramdisk, ident: str) -> dict[str, str]:
     """Tokens per host deployed with an image; each boot server set up to deploy its hosts."""
     tokens: dict[str, str] = {}
@@ -292,119 +227,7 @@ def _images(targets: list[Target]) -> list[diskimage.DiskImage]:
     return list({t.image.path: t.image for t in targets}.values())
 
 
-def _bmc(run: _Run, t: Target, operation: str, action: Callable[[Any], None]) -> None:
-    try:
-        with client_for(t.name, t.host.oob_ip, t.hostvars) as bmc:
-            action(bmc)
-    except BmcError as exc:
-        run.fail(t.name, f"{operation}: {exc}")
-
-
-def _parallel(targets: list[Target], work: Callable[[Target], None]) -> None:
-    if targets:
-        with ThreadPoolExecutor(max_workers=min(32, len(targets))) as pool:
-            list(pool.map(work, targets))
-
-
-def firmware_failure(findings: list[firmware.Finding], problems: tuple[str, ...]) -> str:
-    """Why a host's firmware or BIOS fails its pins: each finding, and what kept the BMC's
-    inventory from being read, if anything did (a pin it then cannot show is 'not reported')."""
-    why = ("its firmware and BIOS are not as its device type pins them: "
-           + "; ".join(map(str, findings)))
-    if problems:
-        why += f" (reading the BMC's inventory: {'; '.join(problems[:3])})"
-    return why + ": update them, or change the pins (racklift.firmware, racklift.bios) in NetBox"
-
-
-def _firmware(run: _Run, targets: list[Target]) -> None:
-    """Before anything is served or powered on: each host's firmware and BIOS against its
-    device type's pins, read over Redfish, so wrong firmware fails in seconds, not after an
-    image and a configure. A host without pins is not asked."""
-    def one(t: Target) -> None:
-        pins = firmware.read(t.host.config)[0]  # the reader refused hosts whose pins are wrong
-        if not pins.firmware and not pins.bios:
-            return
-        read: list[BmcInventory] = []
-        _bmc(run, t, "reading its firmware and BIOS",
-             lambda bmc: read.append(read_inventory(bmc.get)))
-        if not read:
-            return  # failed, saying why
-        if findings := firmware.compare(pins, read[0]):
-            run.fail(t.name, firmware_failure(findings, read[0].problems))
-        else:
-            run.note(t.name, f"firmware and BIOS as pinned ({len(pins.firmware)} components, "
-                             f"{len(pins.bios)} BIOS attributes)")
-    _parallel(targets, one)
-
-
-def _power_on(run: _Run, targets: list[Target]) -> None:
-    def one(t: Target) -> None:
-        _bmc(run, t, "network boot", lambda bmc: bmc.network_boot_once())
-        if run.errors.get(t.name) is None:
-            run.note(t.name, "network boot once, powered on through Redfish")
-            run.started[t.name] = time.monotonic()
-    _parallel(targets, one)
-
-
-def _wait(run: _Run, phase: str, targets: list[Target],
-          windows: Mapping[str, tuple[float, float]], tokens: dict[str, str],
-          ident: str) -> dict[str, Any]:
-    """Per boot server, the wait script's answer for `targets` (see playbooks/files), each
-    host's window (since, deadline) on its boot server's clock."""
-    answers: dict[str, Any] = {"hosts": {}, "ignored": []}
-    for server in sorted({t.boot_server for t in targets}):
-        mine = [t for t in targets if t.boot_server == server]
-        # An installed host has no token: the DHCP phase reads none.
-        request = {"phase": phase, "api_data": API_DATA, "poll": 2, "hosts": [
-            {"name": t.name, "mac": t.mac, "since": windows[t.name][0],
-             "deadline": windows[t.name][1],
-             **({"token_sha256": hashlib.sha256(tokens[t.name].encode()).hexdigest()}
-                if t.name in tokens else {})}
-            for t in mine]}
-        result = run.playbook("image_wait.yml", [server], f"image-wait-{phase}-{server}-{ident}",
-                              {"racklift_image_wait": request}, (WAIT_TASK,))
-        res = result.captured.get(server, {}).get(WAIT_TASK)
-        if res is None:
-            for t in mine:
-                run.fail(t.name, f"waiting on boot server {server}: "
-                                 f"{result.failed.get(server, 'no answer')}")
-            continue
-        try:
-            answer = json.loads(res["stdout"])
-            answers["hosts"].update({t.name: answer["hosts"][t.name] for t in mine
-                                     if t.name in answer["hosts"]})
-            answers["ignored"] += [str(mac) for mac in answer["ignored"]]
-        except (KeyError, TypeError, ValueError) as exc:
-            for t in mine:
-                run.fail(t.name, f"waiting on boot server {server}: its wait script's answer "
-                                 f"cannot be read ({type(exc).__name__}): see its run's "
-                                 "Ansible artifacts")
-    return answers
-
-
-def _disk_boot(run: _Run, targets: list[Target], succeeded: set[str]) -> None:
-    """Boot from disk again, always; cycle power where the BMC kept the network boot
-    (sushy-tools), power on installed hosts (their installer powered them off); power off hosts
-    that failed, so they stop network-booting."""
-    def one(t: Target) -> None:
-        def act(bmc: Any) -> None:
-            before = bmc.boot_override()
-            bmc.boot_from_disk()
-            if t.name not in succeeded:
-                bmc.power_off()
-            elif t.installer:  # the installer powered it off
-                bmc.power_on()
-            elif before.target == "Pxe" and before.enabled == "Continuous":
-                bmc.reset("ForceRestart")
-        ok = run.errors.get(t.name) is None
-        run.disk_boot_set.add(t.name)
-        _bmc(run, t, "setting the boot device back to the disk", act)
-        if ok and run.errors.get(t.name) is None:
-            run.note(t.name, "boots from its disk again")
-    _parallel(targets, one)
-
-
-def _check(run: _Run, targets: list[Target], old_ids: dict[str, set[str]],
+def _check(run: ImageRun, targets: list[Target], old_ids: dict[str, set[str]],
            ident: str) -> None:
     if not targets:
         return
@@ -440,7 +263,7 @@ def _check(run: _Run, targets: list[Target], old_ids: dict[str, set[str]],
     apply(run.netbox, updates)
 
 
-def _wait_for_ssh(run: _Run, targets: list[Target], pinned: Mapping[str, Any],
+def _wait_for_ssh(run: ImageRun, targets: list[Target], pinned: Mapping[str, Any],
                   deadline: float) -> list[Target]:
     """The targets that answer on SSH with the key racklift gave them, by `deadline`; the
     others fail here. A host Ansible reaches another way than ssh is left to image_check's own
@@ -473,11 +296,11 @@ def image_hosts(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, progre
                   f"{'' if image.cached else f', built in {image.seconds:.0f} s'}), ramdisk "
                   f"{disk.build_id}")
     with secrets_dir() as secrets:
-        run = _Run(netbox, run_dir, progress, options, secrets)
+        run = ImageRun(netbox, run_dir, progress, options, secrets)
         run.errors = {h.name: None for h in hosts}
         targets, servers = _resolve(run, hosts, image)
         targets, boot_ids = _hostvars(run, run.live(targets), ident)
-        _firmware(run, run.live(targets))
+        check_firmware(run, run.live(targets))
         try:
             tokens = _prepare_boot_servers(run, targets, servers, disk, ident)
             _deploy(run, run.live(targets), tokens, boot_ids, ident)
@@ -486,14 +309,14 @@ def image_hosts(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, progre
             # the disk again, and those not deployed powered off; then, even if that failed,
             # no boot server keeps a token of this run.
             try:
-                _disk_boot(run, [t for t in targets if t.name in run.started
+                boot_disk(run, [t for t in targets if t.name in run.started
                                  and t.name not in run.disk_boot_set], set())
             finally:
                 _release(run, [t for t in targets if t.name in run.nonces], ident)
     return run.errors
 
 
-def _release(run: _Run, targets: list[Target], ident: str) -> None:
+def _release(run: ImageRun, targets: list[Target], ident: str) -> None:
     """Per boot server, one run of playbooks/image_release.yml: the deploy scripts and deploy
     data of the hosts it was given removed. Where that fails, the operator is told what is
     left (the hosts' own results stand: their tokens are bound to their addresses)."""
@@ -511,16 +334,16 @@ def _release(run: _Run, targets: list[Target], ident: str) -> None:
                 "hosts/<name>.json there by hand")
 
 
-def _deploy(run: _Run, live: list[Target], tokens: dict[str, str],
+def _deploy(run: ImageRun, live: list[Target], tokens: dict[str, str],
             boot_ids: dict[str, str], ident: str) -> None:
     """Power on, wait for DHCP and the deploy report (or the installer's power-off), boot the
     disk again, check over SSH."""
     timeouts = run.options.timeouts
-    _power_on(run, live)
+    power_on(run, live)
     powered = run.live(live)
     windows = {t.name: dhcp_window(run.clocks[t.boot_server], run.started[t.name],
                                    dhcp_timeout(t, timeouts)) for t in powered}
-    dhcp = _wait(run, "dhcp", powered, windows, tokens, ident)
+    dhcp = wait_on_boot_servers(run, "dhcp", powered, windows, tokens, ident)
     for t in powered:
         at = dhcp["hosts"].get(t.name, {}).get("at")
         if at is None:
@@ -532,11 +355,11 @@ def _deploy(run: _Run, live: list[Target], tokens: dict[str, str],
             windows[t.name] = (at, at + timeouts.deploy)
     requested = run.live(powered)
     # Off now, not after the others' deploys: a host without DHCP keeps network-booting.
-    _disk_boot(run, [t for t in powered if t not in requested], set())
+    boot_disk(run, [t for t in powered if t not in requested], set())
     installs = [t for t in requested if t.installer]
     install_deadline = time.monotonic() + timeouts.install
     deploys = [t for t in requested if not t.installer]
-    reports = _wait(run, "report", deploys, windows, tokens, ident)
+    reports = wait_on_boot_servers(run, "report", deploys, windows, tokens, ident)
     old_ids: dict[str, set[str]] = {}
     for t in deploys:
         report = reports["hosts"].get(t.name, {}).get("report")
@@ -549,52 +372,14 @@ def _deploy(run: _Run, live: list[Target], tokens: dict[str, str],
     # Deployed hosts first: an install takes far longer, and a deployed host whose BMC keeps
     # network-booting (sushy-tools) reboots until its disk boot is set.
     _boot_disks_and_check(run, deploys, old_ids, ident)
-    _wait_installs(run, run.live(installs), install_deadline)
+    wait_installs(run, run.live(installs), install_deadline)
     _boot_disks_and_check(run, installs, {t.name: {boot_ids[t.name]} for t in installs
                                           if t.name in boot_ids}, ident)
 
 
-def _boot_disks_and_check(run: _Run, targets: list[Target], old_ids: dict[str, set[str]],
+def _boot_disks_and_check(run: ImageRun, targets: list[Target], old_ids: dict[str, set[str]],
                           ident: str) -> None:
-    _disk_boot(run, targets, {t.name for t in run.live(targets)})
+    boot_disk(run, targets, {t.name for t in run.live(targets)})
     _check(run, run.live(targets), old_ids, ident)
 
 
-INSTALL_POLL = 10.0  # seconds between power state reads of hosts being installed
-INSTALL_NOTE = 300.0  # seconds between progress notes of an install
-
-
-def _power_state(run: _Run, t: Target, operation: str) -> str | None:
-    found: list[str] = []
-    _bmc(run, t, operation, lambda bmc: found.append(bmc.power_state()))
-    return found[0] if found else None
-
-
-def _wait_installs(run: _Run, targets: list[Target], deadline: float) -> None:
-    """Until each installed host is powered off (its installer's end) or `deadline`
-    (monotonic) passed: every host's power state read each round, at once; a BMC that stops
-    answering fails its host alone."""
-    pending, noted = list(targets), time.monotonic()
-    states: dict[str, str | None] = {}
-
-    def read(t: Target) -> None:
-        states[t.name] = _power_state(run, t, "reading the power state during the install")
-    while pending:
-        states.clear()
-        _parallel(pending, read)
-        now, left = time.monotonic(), []
-        for t in pending:
-            if run.errors.get(t.name) is not None:
-                continue
-            if states.get(t.name) == "Off":
-                run.note(t.name, f"the {t.installer} installer finished and powered it off")
-            elif now >= deadline:
-                run.fail(t.name, install_error(t, run.options.timeouts.install))
-            else:
-                left.append(t)
-        pending = left
-        if pending and now - noted >= INSTALL_NOTE:
-            run.progress.note(f"installing: {', '.join(t.name for t in pending)}")
-            noted = now
-        if pending:
-            time.sleep(min(INSTALL_POLL, max(deadline - now, 0.1)))

@@ -17,7 +17,7 @@ from racklift.lab.vrack.layout import Vrack, vrack_dir
 from racklift.lab.vrack.network import apt_proxy_conf
 from racklift.netbox.client import NetBoxSettings
 from racklift.paths import REPO_ROOT
-from racklift.pipeline.image_stage import with_boot_servers
+from racklift.pipeline.image_run import with_boot_servers
 
 STANDIN_PORT = 8080
 

@@ -1,0 +1,131 @@
+"""What the image stage asks each host's BMC over Redfish (racklift.pipeline.image_stage, steps
+3 to 5): its firmware and BIOS against their pins, network boot and power-on, the disk boot
+again, and an installed host's power state until its installer powers it off."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from racklift.bmc import firmware
+from racklift.bmc.inventory import BmcInventory, read_inventory
+from racklift.bmc.redfish import BmcError, client_for
+from racklift.pipeline.image_plan import Target, install_error
+from racklift.pipeline.image_run import ImageRun
+
+INSTALL_POLL = 10.0  # seconds between power state reads of hosts being installed
+INSTALL_NOTE = 300.0  # seconds between progress notes of an install
+
+
+def _bmc(run: ImageRun, t: Target, operation: str, action: Callable[[Any], None]) -> None:
+    try:
+        with client_for(t.name, t.host.oob_ip, t.hostvars) as bmc:
+            action(bmc)
+    except BmcError as exc:
+        run.fail(t.name, f"{operation}: {exc}")
+
+
+def _parallel(targets: list[Target], work: Callable[[Target], None]) -> None:
+    if targets:
+        with ThreadPoolExecutor(max_workers=min(32, len(targets))) as pool:
+            list(pool.map(work, targets))
+
+
+def firmware_failure(findings: list[firmware.Finding], problems: tuple[str, ...]) -> str:
+    """Why a host's firmware or BIOS fails its pins: each finding, and what kept the BMC's
+    inventory from being read, if anything did (a pin it then cannot show is 'not reported')."""
+    why = ("its firmware and BIOS are not as its device type pins them: "
+           + "; ".join(map(str, findings)))
+    if problems:
+        why += f" (reading the BMC's inventory: {'; '.join(problems[:3])})"
+    return why + ": update them, or change the pins (racklift.firmware, racklift.bios) in NetBox"
+
+
+def check_firmware(run: ImageRun, targets: list[Target]) -> None:
+    """Before anything is served or powered on: each host's firmware and BIOS against its
+    device type's pins, read over Redfish, so wrong firmware fails in seconds, not after an
+    image and a configure. A host without pins is not asked."""
+    def one(t: Target) -> None:
+        pins = firmware.read(t.host.config)[0]  # the reader refused hosts whose pins are wrong
+        if not pins.firmware and not pins.bios:
+            return
+        read: list[BmcInventory] = []
+        _bmc(run, t, "reading its firmware and BIOS",
+             lambda bmc: read.append(read_inventory(bmc.get)))
+        if not read:
+            return  # failed, saying why
+        if findings := firmware.compare(pins, read[0]):
+            run.fail(t.name, firmware_failure(findings, read[0].problems))
+        else:
+            run.note(t.name, f"firmware and BIOS as pinned ({len(pins.firmware)} components, "
+                             f"{len(pins.bios)} BIOS attributes)")
+    _parallel(targets, one)
+
+
+def power_on(run: ImageRun, targets: list[Target]) -> None:
+    def one(t: Target) -> None:
+        _bmc(run, t, "network boot", lambda bmc: bmc.network_boot_once())
+        if run.errors.get(t.name) is None:
+            run.note(t.name, "network boot once, powered on through Redfish")
+            run.started[t.name] = time.monotonic()
+    _parallel(targets, one)
+
+
+def boot_disk(run: ImageRun, targets: list[Target], succeeded: set[str]) -> None:
+    """Boot from disk again, always; cycle power where the BMC kept the network boot
+    (sushy-tools), power on installed hosts (their installer powered them off); power off hosts
+    that failed, so they stop network-booting."""
+    def one(t: Target) -> None:
+        def act(bmc: Any) -> None:
+            before = bmc.boot_override()
+            bmc.boot_from_disk()
+            if t.name not in succeeded:
+                bmc.power_off()
+            elif t.installer:  # the installer powered it off
+                bmc.power_on()
+            elif before.target == "Pxe" and before.enabled == "Continuous":
+                bmc.reset("ForceRestart")
+        ok = run.errors.get(t.name) is None
+        run.disk_boot_set.add(t.name)
+        _bmc(run, t, "setting the boot device back to the disk", act)
+        if ok and run.errors.get(t.name) is None:
+            run.note(t.name, "boots from its disk again")
+    _parallel(targets, one)
+
+
+def _power_state(run: ImageRun, t: Target, operation: str) -> str | None:
+    found: list[str] = []
+    _bmc(run, t, operation, lambda bmc: found.append(bmc.power_state()))
+    return found[0] if found else None
+
+
+def wait_installs(run: ImageRun, targets: list[Target], deadline: float) -> None:
+    """Until each installed host is powered off (its installer's end) or `deadline`
+    (monotonic) passed: every host's power state read each round, at once; a BMC that stops
+    answering fails its host alone."""
+    pending, noted = list(targets), time.monotonic()
+    states: dict[str, str | None] = {}
+
+    def read(t: Target) -> None:
+        states[t.name] = _power_state(run, t, "reading the power state during the install")
+    while pending:
+        states.clear()
+        _parallel(pending, read)
+        now, left = time.monotonic(), []
+        for t in pending:
+            if run.errors.get(t.name) is not None:
+                continue
+            if states.get(t.name) == "Off":
+                run.note(t.name, f"the {t.installer} installer finished and powered it off")
+            elif now >= deadline:
+                run.fail(t.name, install_error(t, run.options.timeouts.install))
+            else:
+                left.append(t)
+        pending = left
+        if pending and now - noted >= INSTALL_NOTE:
+            run.progress.note(f"installing: {', '.join(t.name for t in pending)}")
+            noted = now
+        if pending:
+            time.sleep(min(INSTALL_POLL, max(deadline - now, 0.1)))

@@ -1,6 +1,7 @@
-"""What the image stage asks each host's BMC over Redfish (racklift.pipeline.image_stage, steps
-3 to 5): its firmware and BIOS against their pins, network boot and power-on, the disk boot
-again, and an installed host's power state until its installer powers it off."""
+"""What the image stage asks each host's BMC over Redfish (racklift.pipeline.image_stage, the
+end of step 1, steps 3 to 5): its firmware and BIOS against their pins, network boot and
+power-on, the disk boot again, and an installed host's power state until its installer powers
+it off."""
 
 from __future__ import annotations
 

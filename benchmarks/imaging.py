@@ -20,7 +20,7 @@ from common import connect, lab, load, machine
 
 from racklift.imaging import diskimage
 from racklift.lab import vrack
-from racklift.netbox.reader import Selection
+from racklift.netbox.selection import Selection
 from racklift.pipeline.image_stage import ImagingOptions, image_hosts
 from racklift.pipeline.plan import REIMAGE, Options
 from racklift.pipeline.progress import Progress

@@ -45,7 +45,7 @@ from racklift.lab import seed as seeding
 from racklift.netbox.bootstrap import ROLE_GPU_SERVER
 from racklift.netbox.client import NetBox, NetBoxSettings
 from racklift.netbox.inventory_hosts import build_inventory_hosts, fetch_inventory
-from racklift.netbox.reader import Selection
+from racklift.netbox.selection import Selection
 from racklift.paths import REPO_ROOT, cache_dir
 
 SITE = "lab1"

@@ -37,7 +37,7 @@ from racklift.lab import netbox_server
 from racklift.netbox import warm_inventory
 from racklift.netbox.client import NetBox, NetBoxSettings
 from racklift.netbox.inventory_hosts import build_inventory_hosts
-from racklift.netbox.reader import Selection
+from racklift.netbox.selection import Selection
 from racklift.paths import REPO_ROOT
 
 MODES = ("cold", "warm")

@@ -32,7 +32,7 @@ from common import LATENCY, connect, lab, load, machine, set_latency
 from racklift.lab import hosts
 from racklift.lab import rack as lab_rack
 from racklift.netbox.client import NetBox, NetBoxSettings
-from racklift.netbox.reader import Selection
+from racklift.netbox.selection import Selection
 from racklift.pipeline.plan import Options
 from racklift.pipeline.progress import QUIET, Progress
 from racklift.pipeline.provision import run

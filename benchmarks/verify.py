@@ -39,7 +39,7 @@ from lab_up import BENCH_NET
 from racklift.lab import hosts
 from racklift.lab import rack as lab_rack
 from racklift.netbox.client import NetBox
-from racklift.netbox.reader import Selection
+from racklift.netbox.selection import Selection
 from racklift.verify.gate import verify
 
 RACK = "B01"

@@ -69,7 +69,7 @@ def main() -> None:
     import racklift
     from racklift.imaging import diskimage
     from racklift.lab import vrack
-    from racklift.netbox.reader import Selection
+    from racklift.netbox.selection import Selection
     from racklift.pipeline.image_stage import ImagingOptions, image_hosts
     from racklift.pipeline.plan import Options
     from racklift.pipeline.progress import Progress

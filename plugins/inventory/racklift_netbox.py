@@ -101,7 +101,7 @@ try:
     from racklift.ansible_inventory import load, load_warm
     from racklift.errors import RackliftError
     from racklift.netbox.client import NetBoxSettings
-    from racklift.netbox.reader import Selection
+    from racklift.netbox.selection import Selection
     from racklift.netbox.warm_inventory import state_path
     from racklift.paths import cache_dir
 except ImportError as exc:  # pragma: no cover - depends on the interpreter running Ansible

@@ -20,7 +20,7 @@ from racklift.netbox.desired import role_vars
 from racklift.netbox.expected import InventoryHost
 from racklift.netbox.identity import has_identity
 from racklift.netbox.inventory_hosts import build_inventory_hosts, read_inventory_hosts
-from racklift.netbox.reader import Selection
+from racklift.netbox.selection import Selection
 from racklift.netbox.warm_inventory import sync
 
 INCOMPLETE_GROUP = "racklift_incomplete"

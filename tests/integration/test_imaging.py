@@ -40,7 +40,7 @@ from racklift.imaging import deploy_data, diskimage, host_keys
 from racklift.lab import hosts as lab_hosts
 from racklift.lab import vrack
 from racklift.netbox.expected import CONTEXT_KEY
-from racklift.netbox.reader import Selection
+from racklift.netbox.selection import Selection
 from racklift.pipeline import image_plan
 from racklift.pipeline import image_stage as imaging
 from racklift.pipeline.outcome import FAILED, JOINED

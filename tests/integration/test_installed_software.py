@@ -15,7 +15,7 @@ import pytest
 from helpers import NO_ACCEPTANCE, planned_lab
 from racklift import podman
 from racklift.netbox.expected import CONTEXT_KEY
-from racklift.netbox.reader import Selection
+from racklift.netbox.selection import Selection
 from racklift.pipeline.outcome import FAILED, JOINED
 from racklift.pipeline.plan import Options
 from racklift.pipeline.progress import QUIET, Progress

@@ -350,7 +350,7 @@ def test_a_killed_run_leaves_its_lock_and_unlock_breaks_it(netbox, settings, lab
     host = names(lab)[0]
     lab_rack.replan(netbox, [host])
     code = ("import sys; from racklift.netbox.client import NetBox, NetBoxSettings; "
-            "from racklift.netbox.reader import Selection; "
+            "from racklift.netbox.selection import Selection; "
             "from racklift.pipeline.plan import Options; "
             "from racklift.pipeline.progress import Progress; "
             "from racklift.pipeline.provision import run; "

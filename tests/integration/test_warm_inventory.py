@@ -17,7 +17,7 @@ from racklift.ansible_inventory import build_inventory
 from racklift.lab import netbox_server
 from racklift.netbox.client import NetBox
 from racklift.netbox.inventory_hosts import build_inventory_hosts, read_inventory_hosts
-from racklift.netbox.reader import Selection
+from racklift.netbox.selection import Selection
 from racklift.netbox.warm_inventory import state_path, sync
 
 SELECTIONS = {"everything": Selection(),

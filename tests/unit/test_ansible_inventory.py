@@ -2,9 +2,10 @@ import json
 from dataclasses import replace
 
 from racklift.ansible_inventory import INCOMPLETE_GROUP, build_inventory, group_name
+from racklift.netbox.bulk_reads import reads_everything
 from racklift.netbox.expected import InventoryHost, Problem
+from racklift.netbox.graphql_records import rest_shaped_device, rest_shaped_ip
 from racklift.netbox.inventory_hosts import RawInventory, build_inventory_hosts
-from racklift.netbox.reader import reads_everything, rest_shaped_device, rest_shaped_ip
 
 
 def host(name: str, rack: str = "R01", problems=(), ip: str | None = "10.16.0.1/16"):
@@ -186,7 +187,7 @@ def test_graphql_devices_and_addresses_are_shaped_as_rest_returns_them():
 
 
 def test_gpu_slots_are_in_natural_order():
-    from racklift.netbox.reader import gpu_templates
+    from racklift.netbox.expected_hosts import gpu_templates
 
     slots = [{"name": f"GPU{i}", "role": {"slug": "gpu"}} for i in (10, 2, 0, 1)]
     assert [t["name"] for t in gpu_templates(slots)] == ["GPU0", "GPU1", "GPU2", "GPU10"]

@@ -3,7 +3,8 @@ them (a termination's cable is a bare id; an interface's device nested, or only 
 GraphQL read gives it)."""
 
 from racklift.netbox.expected import LinkPeer
-from racklift.netbox.reader import RawModel, link_peers, port_names
+from racklift.netbox.expected_hosts import link_peers, port_names
+from racklift.netbox.raw_records import RawModel
 
 
 def _end(id_: int, cable: int, end: str, termination: int,

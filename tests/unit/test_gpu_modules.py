@@ -3,8 +3,9 @@ gpu, or the device's modules whose module type has NetBox's GPU profile (a GPU t
 bays), in the shape NetBox 4.7's API returns them. The expected model and the inventory agree on
 what a device lacks."""
 
+from racklift.netbox.expected_hosts import build_hosts
 from racklift.netbox.inventory_hosts import RawInventory, build_inventory_hosts
-from racklift.netbox.reader import RawModel, build_hosts
+from racklift.netbox.raw_records import RawModel
 
 TYPE = {"id": 1, "model": "HGX-tray", "slug": "hgx-tray", "manufacturer": {"name": "x"}}
 GPU_PROBLEM = "device_type.inventory_item_templates"

@@ -5,9 +5,10 @@ unnamed device is reported by id and refused, never dropped; every other device 
 both."""
 
 from racklift.ansible_inventory import build_inventory
+from racklift.netbox.expected_hosts import build_hosts
 from racklift.netbox.identity import AMBIGUOUS
 from racklift.netbox.inventory_hosts import RawInventory, build_inventory_hosts
-from racklift.netbox.reader import RawModel, build_hosts
+from racklift.netbox.raw_records import RawModel
 
 TYPE = {"id": 1, "model": "m", "slug": "m", "manufacturer": {"name": "x"}}
 

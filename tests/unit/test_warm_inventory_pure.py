@@ -7,7 +7,7 @@ import time
 
 from racklift.netbox.changes import touched
 from racklift.netbox.inventory_hosts import RawInventory
-from racklift.netbox.reader import Selection
+from racklift.netbox.selection import Selection
 from racklift.netbox.warm_inventory import (
     Kept,
     load,

@@ -186,7 +186,7 @@ class NetBox:
         self.api = pynetbox.api(settings.url, token=settings.token)
         self.api.http_session.headers.update(
             {"Authorization": auth_header(settings.token), "Accept": "application/json"})
-        # Reads overlap (racklift.netbox.reader), each with READ_WORKERS threads: keep a
+        # Reads overlap (racklift.netbox.bulk_reads), each with READ_WORKERS threads: keep a
         # connection for each, where requests' default pool keeps 10 and opens the rest anew.
         adapter = HTTPAdapter(pool_maxsize=READ_CONNECTIONS)
         for scheme in ("http://", "https://"):

@@ -5,7 +5,8 @@ addresses by interface; not the interfaces' types, nor the GPUs. So it reads onl
 interfaces that hold a primary MAC and the IP addresses with their interface's name, not every
 interface (at 10,000 hosts: 30,000 of 110,000) nor the inventory items. The selection, the
 device read and the device-type templates (for the same problems `read_hosts` reports) are
-shared with racklift.netbox.reader. `build_inventory_hosts` is pure.
+shared with the expected model's read (racklift.netbox.bulk_reads, racklift.netbox.expected_hosts).
+`build_inventory_hosts` is pure.
 """
 
 from __future__ import annotations
@@ -16,27 +17,21 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from racklift.netbox.client import NetBox
-from racklift.netbox.expected import InventoryHost
-from racklift.netbox.identity import name_problems
-from racklift.netbox.reader import (
-    DEVICE_FIELDS,
+from racklift.netbox.bulk_reads import (
     FETCH_WORKERS,
-    IP_FIELDS,
-    MODULE_FIELDS,
     MODULE_PARAMS,
-    Json,
-    Selection,
     choose,
-    expected_gpus,
-    group_by_ref,
     read_gpu_modules,
     read_selection,
     read_types,
-    record_fields,
-    ref_id,
 )
+from racklift.netbox.client import NetBox
+from racklift.netbox.expected import InventoryHost
+from racklift.netbox.expected_hosts import expected_gpus, group_by_ref, record_fields
+from racklift.netbox.identity import name_problems
+from racklift.netbox.raw_records import DEVICE_FIELDS, IP_FIELDS, MODULE_FIELDS, Json, ref_id
 from racklift.netbox.record_problems import with_problems
+from racklift.netbox.selection import Selection
 
 # Interfaces with a primary MAC, through GraphQL for a whole site; the IP addresses are
 # read as read_hosts reads them (interface ids only), and the few interfaces holding one
@@ -55,7 +50,7 @@ class RawInventory:
     item_templates: list[Json]
     interfaces: list[Json]  # those holding a primary MAC or an IP address: INTERFACE_FIELDS
     ip_addresses: list[Json]  # REST's shape: address, assigned_object_id
-    modules: list[Json] = field(default_factory=list)  # GPU modules: reader.MODULE_FIELDS
+    modules: list[Json] = field(default_factory=list)  # GPU modules: MODULE_FIELDS
 
 
 def _mac_interfaces(netbox: NetBox) -> list[Json]:

@@ -37,12 +37,20 @@ from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from racklift.netbox import (
+    bulk_reads,
+    expected_hosts,
+    graphql_records,
+    inventory_hosts,
+    raw_records,
+)
 from racklift.netbox import changes as change_log
-from racklift.netbox import inventory_hosts
-from racklift.netbox import reader as netbox_reader
+from racklift.netbox import selection as device_selection
+from racklift.netbox.bulk_reads import FETCH_WORKERS, read_types
 from racklift.netbox.client import NetBox
 from racklift.netbox.inventory_hosts import RawInventory, fetch_devices, fetch_inventory
-from racklift.netbox.reader import FETCH_WORKERS, Json, Selection, device_params, read_types
+from racklift.netbox.raw_records import Json, ref_id
+from racklift.netbox.selection import Selection, device_params
 
 # Changes and updates are stamped when written, not when their transaction commits: both are
 # read again this far before the last read began (what that read held is not taken again).
@@ -56,8 +64,9 @@ PARTIAL_SHARE = 0.25  # more of the model's devices touched than this: a full re
 CHANGE_FIELDS = ("id", "time", "changed_object_type", "changed_object_id", "prechange_data",
                  "postchange_data")
 # A kept model is only as good as the code that read it.
-RECIPE = (Path(__file__), *(Path(m.__file__) for m in (change_log, inventory_hosts,
-                                                       netbox_reader)))
+RECIPE = (Path(__file__), *(Path(m.__file__) for m in (
+    change_log, inventory_hosts, device_selection, bulk_reads, graphql_records, raw_records,
+    expected_hosts)))
 
 
 @dataclass(frozen=True)
@@ -139,7 +148,7 @@ def merge(kept: RawInventory, fresh: RawInventory, touched: set[int]) -> RawInve
     """`kept` with the `touched` devices replaced by what `fresh` read of them (a touched
     device `fresh` lacks is gone, or left the selection). Device types stay `kept`'s."""
     def untouched(rows: list[Json], key: str) -> list[Json]:
-        return [r for r in rows if netbox_reader.ref_id(r, key) not in touched]
+        return [r for r in rows if ref_id(r, key) not in touched]
 
     kept_interfaces = untouched(kept.interfaces, "device")
     holders = {i["id"] for i in kept_interfaces}
@@ -291,7 +300,7 @@ def _warm(netbox: NetBox, selection: Selection, kept: Kept, marker: tuple[int, s
     for iface in [*(holders[i] for i in touched.interfaces & set(holders)),
                   *netbox.get_for_ids("dcim/interfaces", "id", unknown,
                                       fields=("id", "device"))]:
-        if (device := netbox_reader.ref_id(iface, "device")) is not None:
+        if (device := ref_id(iface, "device")) is not None:
             devices.add(device)
     if len(devices) > max(100, PARTIAL_SHARE * len(kept.raw.devices)):
         return _full(netbox, selection, f"{len(devices)} devices changed", marker, now)

@@ -16,7 +16,7 @@ from racklift import metrics
 from racklift.console import console, plain, terminal
 from racklift.errors import RackliftError
 from racklift.netbox.client import NetBox, NetBoxSettings
-from racklift.netbox.reader import Selection
+from racklift.netbox.selection import Selection
 
 SELECTION_HELP = {
     "site": "site slug(s), comma-separated",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import init_plugin_loader
 from ansible.template import Templar, trust_as_template
+from jinja2 import Environment, meta
 
 from racklift.lab import hosts, seed, vrack
 from racklift.lab.sources import LAB_SOURCE
@@ -293,3 +295,225 @@ def test_the_pipeline_gives_the_roles_what_the_mapping_says() -> None:
     assert vm["base_os_apt_proxy"] == f"http://{LAB_GATEWAY}:3142"
     assert vm["container_runtime_registry_mirrors"] == {
         "docker.io": [f"https://{RACK.gateway}:5000"]}
+
+
+# The entry points other roles and playbooks include with `tasks_from`: each has a spec, the vars
+# every such include passes are options of it and validate against it, and what its tasks read
+# from the caller is in it.
+ROLES_DIR = REPO_ROOT / "roles"
+INCLUDES = {"ansible.builtin.include_role", "ansible.builtin.import_role", "include_role",
+            "import_role"}
+# Molecule files that pass bad values on purpose, to see them refused.
+BAD_INPUT = {"bad-input.yml", "bad_input.yml"}
+# Values only a run knows, as racklift gives them: the image stage's released hosts
+# (racklift.pipeline.image_stage), the mirror servers an inventory query finds.
+RUN_VALUES: dict[str, Any] = {
+    "racklift_image_release": [{"name": "gpu-0001", "mac": "52:54:00:00:00:01"}],
+    "registry_mirror_servers": ["mirror-0001"],
+}
+
+
+def _walk(node: Any, play_vars: dict[str, Any], found: list[tuple[dict[str, Any], dict[str, Any]]]
+          ) -> None:
+    if isinstance(node, list):
+        for item in node:
+            _walk(item, play_vars, found)
+    elif isinstance(node, dict):
+        if "hosts" in node:  # a play: its vars are visible to its tasks' includes
+            play_vars = {**play_vars, **(node.get("vars") or {})}
+        for key in INCLUDES & set(node):
+            if isinstance(node[key], dict) and "tasks_from" in node[key]:
+                found.append((node, play_vars))
+        for value in node.values():
+            _walk(value, play_vars, found)
+
+
+def _entry_calls() -> list[tuple[str, str, str, dict[str, Any], dict[str, Any]]]:
+    """Every include/import of a role with tasks_from in roles/ and playbooks/: (where, role,
+    entry point, the vars it passes, the play's vars)."""
+    files = sorted([*ROLES_DIR.glob("*/tasks/*.yml"), *ROLES_DIR.glob("*/molecule/*/*.yml"),
+                    *(REPO_ROOT / "playbooks").glob("*.yml")])
+    calls = []
+    for path in files:
+        if path.name in BAD_INPUT:
+            continue
+        found: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        _walk(_load(path), {}, found)
+        for task, play_vars in found:
+            include = next(task[k] for k in INCLUDES if k in task)
+            calls.append((str(path.relative_to(REPO_ROOT)), include["name"], include["tasks_from"],
+                          task.get("vars") or {}, play_vars))
+    return calls
+
+
+CALLS = _entry_calls()
+CALL_IDS = [f"{where}-{role}-{entry}-{i}" for i, (where, role, entry, _, _) in enumerate(CALLS)]
+
+
+def test_the_entry_point_calls_are_read() -> None:
+    # A reader that found none would pass below: the includes known to be there.
+    called = {(role, entry) for _, role, entry, _, _ in CALLS}
+    assert called >= {("apt_vendor", "repository"), ("apt_vendor", "packages"),
+                      ("apt_vendor", "lists"), ("boot_server", "release"),
+                      ("registry_mirror", "client"), ("ofed", "firmware")}
+    assert sum(role == "apt_vendor" for _, role, _, _, _ in CALLS) >= 15
+
+
+@pytest.mark.parametrize(("where", "name", "entry", "given", "play_vars"), CALLS, ids=CALL_IDS)
+def test_each_included_entry_point_has_a_spec_naming_what_it_is_given(
+        where: str, name: str, entry: str, given: dict[str, Any],
+        play_vars: dict[str, Any]) -> None:
+    role = ROLES_DIR / name
+    assert entry in specs(role), f"{where}: roles/{name}/meta/argument_specs.yml has no `{entry}`"
+    assert specs(role)[entry].get("short_description") and specs(role)[entry].get("description")
+    unknown = sorted(k for k in given if k.startswith(f"{name}_") and k not in options(role, entry))
+    assert unknown == [], f"{where}: passed to {name} {entry}, not in its spec"
+
+
+def _caller_context(where: str) -> dict[str, Any]:
+    """What a value passed from `where` may read: the calling role's defaults and vars (Debian
+    12), what racklift's inventory gives a GPU server, and the values only a run knows."""
+    context = {**pipeline_vars("lab-gpu-server"), **RUN_VALUES}
+    parts = Path(where).parts
+    if parts[0] == "roles":
+        caller = ROLES_DIR / parts[1]
+        context.update({**defaults(caller), **os_vars(caller),
+                        **(_load(caller / "vars" / "Debian.yml") or {})})
+    return context
+
+
+# Passed values that read what the calling role's own tasks registered or set earlier in the run
+# (dpkg's answer, the files found, the facts): not rendered here, left to the run (and to
+# Molecule). Exactly these: a value that stops rendering fails the test until it is named here.
+RUNTIME = {
+    ("roles/base_os/tasks/Debian.yml", "apt_vendor_packages"),
+    ("roles/nvidia_driver/tasks/Debian.yml", "apt_vendor_packages"),
+    ("roles/nvidia_driver/tasks/Debian.yml", "apt_vendor_remove"),
+    ("roles/ofed/tasks/Debian.yml", "apt_vendor_name"),
+    ("roles/ofed/tasks/Debian.yml", "apt_vendor_packages"),
+    ("roles/ofed/tasks/Debian.yml", "apt_vendor_version"),
+    ("roles/ofed/tasks/Debian.yml", "apt_vendor_remove"),
+}
+
+
+@pytest.mark.parametrize(("where", "name", "entry", "given", "play_vars"), CALLS, ids=CALL_IDS)
+def test_what_each_include_passes_validates(where: str, name: str, entry: str,
+                                            given: dict[str, Any], play_vars: dict[str, Any],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RACKLIFT_STATE", "/var/lib/racklift-test")
+    role = ROLES_DIR / name
+    context = {**_caller_context(where), **play_vars}
+    rendered: dict[str, Any] = {}
+    unrendered = set()
+    for key, value in {**play_vars, **given}.items():
+        try:
+            rendered[key] = render({key: value}, {**context, **rendered})[key]
+        except Exception:  # Ansible raises several kinds for an undefined variable
+            if key in RUN_VALUES:
+                rendered[key] = RUN_VALUES[key]
+            else:
+                unrendered.add(key)
+    assert {k for k in unrendered if (where, k) not in RUNTIME} == set(), where
+    values = render(defaults(role), {**os_vars(role), **context})
+    values.update({k: v for k, v in rendered.items() if k in options(role, entry)})
+    assert validate(role, values, entry) == [], where
+
+
+# What an entry point's tasks read (its task file and those it includes, their templates, the
+# role's vars/ they name), less what the role, the run or Ansible defines.
+EXPRESSION_KEYS = {"when", "that", "failed_when", "changed_when", "until"}
+MAGIC = {"inventory_hostname", "ansible_host", "ansible_check_mode", "ansible_facts", "hostvars",
+         "groups", "role_path", "playbook_dir", "ansible_managed", "item", "omit", "lookup",
+         "query", "q", "ansible_play_hosts", "loop", "range", "dict", "namespace"}
+
+
+class _Any(dict):  # type: ignore[type-arg]
+    """Every filter and test name exists (Ansible's and racklift's plugins are not loaded here)."""
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def get(self, key: object, default: Any = None) -> Any:
+        return lambda *args, **kwargs: None
+
+
+def _jinja_names(text: str, expression: bool) -> set[str]:
+    environment = Environment(extensions=["jinja2.ext.do", "jinja2.ext.loopcontrols"])
+    environment.filters = _Any()
+    environment.tests = _Any()
+    source = f"{{{{ {text} }}}}" if expression else text
+    with warnings.catch_warnings():  # Jinja's own view of a regex's '\\S' in a string literal
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return set(meta.find_undeclared_variables(environment.parse(source)))
+
+
+def _reads(node: Any, key: str | None, reads: set[str], defined: set[str],
+           task_files: list[str], template_files: list[str]) -> None:
+    if isinstance(node, dict):
+        for name in ("register", "loop_var"):
+            if isinstance(node.get(name), str):
+                defined.add(node[name])
+        for name in ("vars", "ansible.builtin.set_fact", "set_fact"):
+            if isinstance(node.get(name), dict):
+                defined.update(node[name])
+        for name in ("ansible.builtin.include_tasks", "ansible.builtin.import_tasks"):
+            target = node.get(name)
+            target = target.get("file") if isinstance(target, dict) else target
+            if isinstance(target, str) and not is_template(target):
+                task_files.append(target)
+        template = node.get("ansible.builtin.template")
+        if isinstance(template, dict) and isinstance(template.get("src"), str):
+            template_files.append(template["src"])
+        for k, v in node.items():
+            _reads(v, k, reads, defined, task_files, template_files)
+    elif isinstance(node, list):
+        for item in node:
+            _reads(item, key, reads, defined, task_files, template_files)
+    elif isinstance(node, str) and key in EXPRESSION_KEYS:
+        reads.update(_jinja_names(node, expression=True))
+    elif isinstance(node, str) and is_template(node):
+        reads.update(_jinja_names(node, expression=False))
+
+
+def entry_reads(role: Path, entry: str) -> tuple[set[str], set[str]]:
+    """(read, defined) by the entry point's tasks: role vars/ named are followed to what they
+    read; a name its tasks register, set or give as task vars is defined."""
+    reads: set[str] = set()
+    defined: set[str] = set()
+    pending, seen = [f"{entry}.yml"], set()
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        task_files: list[str] = []
+        template_files: list[str] = []
+        _reads(_load(role / "tasks" / name), None, reads, defined, task_files, template_files)
+        pending.extend(task_files)
+        for template in template_files:
+            reads.update(_jinja_names((role / "templates" / template).read_text(), False))
+    role_vars: dict[str, Any] = {}
+    for path in sorted((role / "vars").glob("*.yml")):
+        role_vars.update(_load(path) or {})
+    followed: set[str] = set()
+    while todo := (reads & set(role_vars)) - followed:
+        for name in todo:
+            followed.add(name)
+            _reads({"v": role_vars[name]}, None, reads, defined, [], [])
+    return reads, defined | set(role_vars)
+
+
+ENTRY_POINTS = sorted({(role, entry) for _, role, entry, _, _ in CALLS})
+
+
+@pytest.mark.parametrize(("name", "entry"), ENTRY_POINTS,
+                         ids=[f"{r}-{e}" for r, e in ENTRY_POINTS])
+def test_what_an_entry_point_reads_from_its_caller_is_in_its_spec(name: str, entry: str) -> None:
+    role = ROLES_DIR / name
+    reads, defined = entry_reads(role, entry)
+    spec = options(role, entry)
+    # Read, and given by no one but the caller: the spec must name it.
+    from_caller = reads - defined - set(defaults(role)) - MAGIC
+    assert sorted(from_caller - set(spec)) == []
+    # And the spec names nothing the entry point does not read.
+    assert sorted(set(spec) - reads) == []

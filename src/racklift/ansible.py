@@ -80,9 +80,7 @@ def host_event(event: Mapping[str, Any]) -> HostEvent | None:
 
 def failure_text(event: HostEvent) -> str:
     if event.kind == "unreachable":
-        # A host key other than the pinned one is no network trouble: say what it means.
-        return "unreachable: " + (host_keys.MISMATCH_ERROR if host_keys.mismatch(event.message)
-                                  else event.message)
+        return f"unreachable: {host_keys.described(event.message)}"
     return f"failed at '{event.task}': {event.message}"
 
 

@@ -7,8 +7,8 @@ its one-time token; an installed host's preseed or autoinstall, served to its re
 alone), which the deploy ramdisk or the installer's late command writes into /etc/ssh before the
 host's first boot, and writes the public half to the run's known_hosts file for that host. Every
 connection of the run to the host then accepts that key alone (`racklift_host_key_args` in
-inventory/group_vars/all/racklift.yml): the image stage's SSH check, configure, the collector,
-acceptance. A host presenting another key fails with MISMATCH_ERROR.
+inventory/group_vars/all/ssh.yml): the image stage's SSH check, configure, the collector,
+acceptance. A host presenting another key fails with MISMATCH_ERROR (`described`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from racklift.errors import RackliftError
 from racklift.names import checked_hosts
 
-KEY_TYPE = "ssh-ed25519"
 PUBLIC_RE = re.compile(r"^ssh-ed25519 [A-Za-z0-9+/]+={0,2}$")
 BASE64_RE = re.compile(r"^[A-Za-z0-9+/]+={0,2}$")
 KNOWN_HOSTS_DIR = "known_hosts"  # under the run directory: one file per host, named after it
@@ -98,6 +97,12 @@ def extravars(run_dir: Path, hosts: list[str]) -> dict[str, Any]:
 def mismatch(text: str) -> bool:
     """Whether ssh's output says the host presented another key than the pinned one."""
     return any(sign in text for sign in MISMATCH_SIGNS)
+
+
+def described(ssh_error: str) -> str:
+    """ssh's failure as an operator should read it: a key other than the pinned one is no
+    network trouble, so it is said what it means (MISMATCH_ERROR); anything else as it came."""
+    return MISMATCH_ERROR if mismatch(ssh_error) else ssh_error
 
 
 MISMATCH_ERROR = (

@@ -107,8 +107,8 @@ async def run_on(ssh: list[str], argv: list[str], script: bytes, *, limit: int,
                                    f"{limit / 2**20:g} MiB: refused, the connection cut")
     text = err.decode(errors="replace")
     if proc.returncode == SSH_FAILED:
-        raise HostFailed("unreachable", host_keys.MISMATCH_ERROR if host_keys.mismatch(text)
-                         else " ".join(text.split())[:300] or "ssh failed")
+        raise HostFailed("unreachable", host_keys.described(" ".join(text.split())[:300])
+                         or "ssh failed")
     return Ran(argv, proc.returncode or 0, out.decode(errors="replace"), text)
 
 

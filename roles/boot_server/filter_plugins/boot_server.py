@@ -14,7 +14,7 @@ NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 METHODS = ("image", "installer")
 DHCP_MODES = ("authoritative", "proxy")
 # Where boot_server_files may go under the HTTP root (the contract's layout).
-FILE_AREAS = ("ramdisk/", "images/", "installer/")
+FILE_AREAS = ("ramdisk/", "images/", "installer/", "firmware/")
 # A host's token, and what holds its SSH host key (racklift.imaging.host_keys): its deploy data,
 # its preseed or autoinstall.
 SECRET_KEYS = ("token", "deploy_data", "installer")

@@ -8,7 +8,15 @@ The pins live in the config context assigned to the device type, beside `hardwar
       bios: {SysProfile: PerfOptimized, ProcSMT: Enabled, AcPwrRcvryUserDelay: 120}
 
 `read` checks them as racklift.netbox.desired checks the rest of the context (NetBox strings
-are validated before use); `compare` judges a BmcInventory against them. Pure.
+are validated before use); `compare` judges a BmcInventory against them; `plan` says what
+`--apply-firmware` would change to meet them (racklift.bmc.apply does it). Pure.
+
+What brings a component to its pin, for `--apply-firmware`: an image file per component, named
+relative to the controller's firmware directory (RACKLIFT_FIRMWARE_DIR), which the image stage
+publishes on the site's boot server for the BMC to fetch (UpdateService.SimpleUpdate):
+
+    racklift:
+      firmware_images: {BIOS: "dell/r750/BIOS_1.8.2.EXE"}
 
 A component is named as vendors name it:
 - `BMC` and `BIOS` (or a vendor's own word for them: iDRAC, iLO, XCC, System ROM, UEFI): the
@@ -37,6 +45,7 @@ from racklift.text import printable
 
 FIRMWARE = "firmware"  # the keys under racklift in the config context
 BIOS = "bios"
+IMAGES = "firmware_images"
 MAX_PINS = 256  # entries of each mapping
 MAX_NAME = 128  # characters of a component's name or a version
 MAX_VALUE = 1024  # characters of a BIOS attribute's wanted text
@@ -49,9 +58,16 @@ _TEXT = re.compile(rf"[!-~](?:[ -~]{{0,{MAX_NAME - 2}}}[!-~])?")
 _ATTRIBUTE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,127}")
 _VALUE = re.compile(rf"[ -~]{{0,{MAX_VALUE}}}")
 _INT_BOUND = 2 ** 63
+# An image's path under the firmware directory: segments of safe characters, none starting with
+# a dot (so no `..`, no hidden file), no absolute path; as a URL path it needs no quoting.
+_IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*(/[A-Za-z0-9][A-Za-z0-9._+-]*)*")
+MAX_IMAGE = 255
 
 FIRMWARE_FIX = ("make it a mapping of component name to version as `racklift bmc.inventory` "
                 "shows them, e.g. {\"BMC\": \"6.00.30.00\", \"BIOS\": \"1.8.2\"}, or remove it")
+IMAGES_FIX = ("make it a mapping of component name (as racklift.firmware pins it) to the image "
+              "file that brings it to its version, e.g. {\"BIOS\": \"dell/BIOS_1.8.2.EXE\"}, "
+              "or remove it")
 BIOS_FIX = ("make it a mapping of BIOS attribute name to value as `racklift bmc.inventory` "
             "shows them, e.g. {\"SysProfile\": \"PerfOptimized\", \"ProcSMT\": \"Enabled\"}, "
             "or remove it")
@@ -113,10 +129,13 @@ NOT_RUNNING = (
 
 @dataclass(frozen=True)
 class Pins:
-    """The firmware versions and BIOS attributes wanted, in the context's order."""
+    """The firmware versions and BIOS attributes wanted, in the context's order, and the image
+    that brings each component to its version (component as the firmware pins name it → path
+    under the firmware directory)."""
 
     firmware: tuple[tuple[str, str], ...] = ()
     bios: tuple[tuple[str, str | int | bool], ...] = ()
+    images: tuple[tuple[str, str], ...] = ()
 
 
 class Finding(NamedTuple):
@@ -205,13 +224,36 @@ def _bios(data: Any, problems: list[Invalid]) -> tuple[tuple[str, str | int | bo
     return tuple(pins)
 
 
+def _images(data: Any, pinned: tuple[tuple[str, str], ...],
+            problems: list[Invalid]) -> tuple[tuple[str, str], ...]:
+    path = f"{FIELD_PREFIX}.{IMAGES}"
+    names = {name for name, _ in pinned}
+    images: list[tuple[str, str]] = []
+    for name, image in _entries(data, path, IMAGES_FIX, problems):
+        if name not in names:
+            problems.append(Invalid(f"{path}.{_shown(name)}", (
+                f"names no component of {FIELD_PREFIX}.{FIRMWARE}: an image is the one that "
+                "brings a pinned component to its version; use the pin's name, or remove it")))
+        elif not (isinstance(image, str) and len(image) <= MAX_IMAGE
+                  and _IMAGE.fullmatch(image)):
+            problems.append(Invalid(f"{path}.{name}", (
+                f"is {_shown(image)}: set it to the image file's path under the controller's "
+                f"firmware directory, e.g. \"dell/BIOS_1.8.2.EXE\" (letters, digits, . _ + - "
+                f"and /, no part starting with a dot, at most {MAX_IMAGE} characters)")))
+        else:
+            images.append((name, image))
+    return tuple(images)
+
+
 def read(context: Any) -> tuple[Pins, list[Invalid]]:
     """The pins in a rendered config context's `racklift` value (None: no context; anything
     but a mapping is racklift.netbox.desired's to report), and every entry that is wrong in
     them, each left out."""
     context = context if isinstance(context, dict) else {}
     problems: list[Invalid] = []
-    pins = Pins(_firmware(context.get(FIRMWARE), problems), _bios(context.get(BIOS), problems))
+    firmware = _firmware(context.get(FIRMWARE), problems)
+    pins = Pins(firmware, _bios(context.get(BIOS), problems),
+                _images(context.get(IMAGES), firmware, problems))
     return pins, problems
 
 
@@ -251,7 +293,8 @@ def by_alias(inventory: BmcInventory, role: str) -> list[FirmwareComponent]:
             if running(c) and any(m.covers(c) for m in ALIASES[role])]
 
 
-def _value(value: Scalar) -> str:
+def shown_value(value: Scalar) -> str:
+    """A BIOS value as findings and journals show it: JSON ("Enabled", 120, true), cut."""
     text = json.dumps(value)
     return text if len(text) <= 120 else text[:120] + "..."
 
@@ -278,7 +321,62 @@ def compare(pins: Pins, inventory: BmcInventory) -> list[Finding]:
     for attribute, wanted in pins.bios:
         if attribute not in inventory.bios_attributes:
             findings.append(Finding(f"BIOS attribute {attribute}", NOT_REPORTED,
-                                    _value(wanted)))
+                                    shown_value(wanted)))
         elif not _same(have := inventory.bios_attributes[attribute], wanted):
-            findings.append(Finding(f"BIOS attribute {attribute}", _value(have), _value(wanted)))
+            findings.append(Finding(f"BIOS attribute {attribute}", shown_value(have),
+                                    shown_value(wanted)))
     return findings
+
+
+# ---------------------------------------------------------------------------------------------
+# What --apply-firmware changes
+
+
+@dataclass(frozen=True)
+class Update:
+    """A firmware component to update: its pin's name, the version found and wanted, and the
+    image (path under the firmware directory) that brings it there."""
+
+    name: str
+    found: str
+    wanted: str
+    image: str
+
+
+@dataclass(frozen=True)
+class ApplyPlan:
+    """What brings a host to its pins: updates, then BIOS settings (name → value wanted, with
+    the value found), and what racklift cannot change (the finding and why)."""
+
+    updates: tuple[Update, ...] = ()
+    settings: tuple[tuple[str, str | int | bool, Scalar], ...] = ()  # name, wanted, found
+    cannot: tuple[str, ...] = ()
+
+
+def plan(pins: Pins, inventory: BmcInventory) -> ApplyPlan:
+    """The updates and BIOS settings that meet the pins the BMC does not meet. A component or
+    attribute the BMC does not report cannot be changed (nothing could read it back), nor a
+    component without an image."""
+    images = dict(pins.images)
+    updates: list[Update] = []
+    cannot: list[str] = []
+    for name, version in pins.firmware:
+        found = components(inventory, name)
+        off = [c for c in found if c.version != version]
+        if not found:
+            cannot.append(f"firmware {name}: {NOT_REPORTED} by the BMC, so no update could be "
+                          "read back")
+        elif off and name not in images:
+            cannot.append(f"firmware {name}: found {off[0].version or NOT_REPORTED}, wanted "
+                          f"{version}, and no image brings it there ({FIELD_PREFIX}.{IMAGES}."
+                          f"{name})")
+        elif off:
+            updates.append(Update(name, off[0].version or NOT_REPORTED, version, images[name]))
+    settings: list[tuple[str, str | int | bool, Scalar]] = []
+    for attribute, wanted in pins.bios:
+        if attribute not in inventory.bios_attributes:
+            cannot.append(f"BIOS attribute {attribute}: {NOT_REPORTED} by the BMC, so it "
+                          "cannot be set")
+        elif not _same(have := inventory.bios_attributes[attribute], wanted):
+            settings.append((attribute, wanted, have))
+    return ApplyPlan(tuple(updates), tuple(settings), tuple(cannot))

@@ -70,6 +70,8 @@ VAR_INSECURE = "racklift_bmc_insecure"
 CREDENTIALS_HINT = (f"check the BMC credentials source ({VAR_USERNAME}/{VAR_PASSWORD} in the "
                     f"host's Ansible vars or vault, or {ENV_USERNAME}/{ENV_PASSWORD})")
 UNREACHABLE_HINT = "check the OOB cabling and the device's OOB IP (oob_ip) in NetBox"
+UNSURE_HINT = ("it may have been taken: check the BMC's task list before starting it again, "
+               "and the OOB cabling")
 
 # Redfish's BootSource enum (DSP8010); a BMC may offer fewer (BootSourceOverrideTarget@...).
 BOOT_TARGETS = ("None", "Pxe", "Floppy", "Cd", "Usb", "Hdd", "BiosSetup", "Utilities", "Diags",
@@ -186,6 +188,15 @@ def credentials_for(host: str, hostvars: Mapping[str, Any] | None = None,
 
 # ---------------------------------------------------------------------------------------------
 # Pure parsing of Redfish payloads
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A BMC's answer to an action or a task poll: status, Location header, JSON object."""
+
+    status: int
+    location: str | None
+    payload: dict[str, Any] | None
 
 
 @dataclass(frozen=True)
@@ -318,7 +329,10 @@ class RedfishClient:
 
     def _request(self, method: str, path: str, operation: str,
                  body: Mapping[str, Any] | None = None,
-                 stream: bool = False) -> requests.Response:
+                 stream: bool = False, repeatable: bool = True) -> requests.Response:
+        """`repeatable`: False for a request the BMC may have acted on even when it answered
+        5xx or dropped the connection (starting a firmware update): then only a 503, which
+        says the BMC took nothing, is retried."""
         started = time.monotonic()
         problem, answered = "", False  # answered: the BMC spoke, with a 5xx
         for attempt in range(self.attempts):
@@ -334,10 +348,15 @@ class RedfishClient:
                                  f"{ENV_CA_BUNDLE})") from None
             except requests.Timeout:
                 problem, answered = "did not answer in time", False
+                if not repeatable:
+                    raise self._fail(operation, problem, UNSURE_HINT) from None
             except requests.ConnectionError:
                 problem, answered = "refused or dropped the connection", False
+                if not repeatable:
+                    raise self._fail(operation, problem, UNSURE_HINT) from None
             else:
-                if response.status_code not in RETRY_STATUS:
+                if response.status_code not in RETRY_STATUS or (
+                        not repeatable and response.status_code != 503):
                     return self._checked(response, operation)
                 problem, answered = f"answered HTTP {response.status_code}", True
                 response.close()  # a streamed answer holds its connection until closed
@@ -372,19 +391,24 @@ class RedfishClient:
         raise self._fail(operation, f"answered HTTP {response.status_code} ({detail})",
                          "check the request against the BMC's Redfish support")
 
-    def _get(self, path: str, operation: str) -> dict[str, Any]:
-        """The JSON object at `path`, read up to MAX_ANSWER bytes (the BMC is not trusted to
-        end its answer)."""
-        with self._request("GET", path, operation, stream=True) as response:
-            try:
-                body = response.raw.read(MAX_ANSWER + 1, decode_content=True)
-            except (urllib3.exceptions.HTTPError, OSError) as exc:
-                # A connection dropped or timed out mid-answer, a broken gzip stream.
-                raise self._fail(operation, f"broke off its answer for {path} "
-                                 f"({type(exc).__name__})", "retry, or reset the BMC") from None
+    def _body(self, response: requests.Response, path: str, operation: str) -> bytes:
+        """The answer's body, read up to MAX_ANSWER bytes (the BMC is not trusted to end its
+        answer); the response must have been requested with stream=True."""
+        try:
+            body = response.raw.read(MAX_ANSWER + 1, decode_content=True)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            # A connection dropped or timed out mid-answer, a broken gzip stream.
+            raise self._fail(operation, f"broke off its answer for {path} "
+                             f"({type(exc).__name__})", "retry, or reset the BMC") from None
         if len(body) > MAX_ANSWER:
             raise self._fail(operation, f"sent more than {MAX_ANSWER} bytes for {path}",
                              "is this address a Redfish BMC?")
+        return body
+
+    def _get(self, path: str, operation: str) -> dict[str, Any]:
+        """The JSON object at `path`."""
+        with self._request("GET", path, operation, stream=True) as response:
+            body = self._body(response, path, operation)
         try:
             payload = json.loads(body)
         except ValueError:
@@ -393,6 +417,31 @@ class RedfishClient:
             raise self._fail(operation, f"sent an answer for {path} that is not a JSON object",
                              "is this address a Redfish BMC?")
         return payload
+
+    def send(self, method: str, path: str, body: Mapping[str, Any], operation: str,
+             repeatable: bool = True) -> Answer:
+        """POST or PATCH `body` to `path`; the answer's status, its Location header (a task
+        monitor) and its JSON object, if any. Errors as every request's (BmcError)."""
+        with self._request(method, path, operation, body, stream=True,
+                           repeatable=repeatable) as response:
+            raw = self._body(response, path, operation)
+            status, location = response.status_code, response.headers.get("Location")
+        try:
+            payload = json.loads(raw) if raw.strip() else None
+        except ValueError:
+            payload = None
+        return Answer(status, location, payload if isinstance(payload, dict) else None)
+
+    def poll(self, path: str, operation: str) -> Answer:
+        """GET a task monitor or task: a task monitor answers 202 while the task runs."""
+        with self._request("GET", path, operation, stream=True) as response:
+            raw = self._body(response, path, operation)
+            status = response.status_code
+        try:
+            payload = json.loads(raw) if raw.strip() else None
+        except ValueError:
+            payload = None
+        return Answer(status, None, payload if isinstance(payload, dict) else None)
 
     def get(self, path: str) -> dict[str, Any]:
         """GET a Redfish resource: what racklift.bmc.inventory.read_inventory calls."""

@@ -45,6 +45,8 @@ class Timeouts:
     # Report → SSH answers: the reboot's POST (the longest hardware.boot_timeout of the hosts)
     # and then this, the image's first boot.
     ssh: float = 420.0
+    # --apply-firmware: the updates, the reboot and the read back of one host's pins.
+    firmware: float = 1800.0
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,10 @@ class ImagingOptions:
     # Another image for some hosts (by name): the tests give one host a corrupted copy (other
     # build id, so another URL; the real image's checksum) to see its ramdisk refuse it.
     images: Mapping[str, diskimage.DiskImage] = field(default_factory=dict)
+    # --apply-firmware: bring hosts off their firmware and BIOS pins to them before imaging
+    # (racklift.bmc.apply), the images from this directory (None: racklift.bmc.apply's).
+    apply_firmware: bool = False
+    firmware_dir: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -205,7 +211,8 @@ def boot_vars(server: BootServer, hosts: list[Mapping[str, Any]],
               images: list[diskimage.DiskImage], disk: ramdisk.Ramdisk,
               media: Sequence[Mapping[str, str]] = ()) -> dict[str, Any]:
     """The boot_server role's vars for one imaging run: these hosts deploy, nothing else;
-    `media`: installer kernels to publish (installer.packaged_media)."""
+    `media`: other files to publish, installer kernels (installer.packaged_media) and firmware
+    images (image_power.firmware_files)."""
     return {
         "boot_server_listen_address": server.address,
         "boot_server_dhcp_subnet": server.subnet,

@@ -6,18 +6,23 @@ it off."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
-from racklift.bmc import firmware
+from racklift.bmc import apply, firmware
 from racklift.bmc.inventory import BmcInventory, read_inventory
 from racklift.bmc.redfish import BmcError, client_for
-from racklift.pipeline.image_plan import Target, install_error
+from racklift.lifecycle import state
+from racklift.lifecycle.state import Transition
+from racklift.netbox.desired import FIELD_PREFIX
+from racklift.pipeline.image_plan import BootServer, Target, install_error
 from racklift.pipeline.image_run import ImageRun
 
 INSTALL_POLL = 10.0  # seconds between power state reads of hosts being installed
 INSTALL_NOTE = 300.0  # seconds between progress notes of an install
+FIRMWARE_AREA = "firmware"  # where the boot server serves firmware images, under its HTTP root
 
 
 def _bmc(run: ImageRun, t: Target, operation: str, action: Callable[[Any], None]) -> None:
@@ -47,7 +52,9 @@ def firmware_failure(findings: list[firmware.Finding], problems: tuple[str, ...]
 def check_firmware(run: ImageRun, targets: list[Target]) -> None:
     """Before anything is served or powered on: each host's firmware and BIOS against its
     device type's pins, read over Redfish, so wrong firmware fails in seconds, not after an
-    image and a configure. A host without pins is not asked."""
+    image and a configure. A host without pins is not asked. With --apply-firmware, a host off
+    its pins that racklift can bring to them is due (run.firmware_due) instead: its images go
+    to its boot server, then apply_firmware."""
     def one(t: Target) -> None:
         pins = firmware.read(t.host.config)[0]  # the reader refused hosts whose pins are wrong
         if not pins.firmware and not pins.bios:
@@ -57,12 +64,67 @@ def check_firmware(run: ImageRun, targets: list[Target]) -> None:
              lambda bmc: read.append(read_inventory(bmc.get)))
         if not read:
             return  # failed, saying why
-        if findings := firmware.compare(pins, read[0]):
-            run.fail(t.name, firmware_failure(findings, read[0].problems))
-        else:
+        findings = firmware.compare(pins, read[0])
+        if not findings:
             run.note(t.name, f"firmware and BIOS as pinned ({len(pins.firmware)} components, "
                              f"{len(pins.bios)} BIOS attributes)")
+        elif not run.options.apply_firmware:
+            run.fail(t.name, firmware_failure(findings, read[0].problems))
+        elif why := _cannot_apply(run, plan := firmware.plan(pins, read[0])):
+            run.fail(t.name, f"{firmware_failure(findings, read[0].problems)}; --apply-firmware "
+                             f"cannot: {why}")
+        else:
+            run.firmware_due[t.name] = (pins, plan)
+            run.note(t.name, f"off its pins ({'; '.join(map(str, findings))}): applying them")
     _parallel(targets, one)
+
+
+def _cannot_apply(run: ImageRun, plan: firmware.ApplyPlan) -> str:
+    missing = [f"firmware {u.name}: its image {u.image} is not in {directory} (put it there, or "
+               f"fix {FIELD_PREFIX}.{firmware.IMAGES}.{u.name})"
+               for u in plan.updates
+               if not ((directory := firmware_dir(run)) / u.image).is_file()]
+    return "; ".join([*plan.cannot, *missing])
+
+
+def firmware_dir(run: ImageRun) -> Path:
+    return run.options.firmware_dir or apply.firmware_dir()
+
+
+def firmware_files(run: ImageRun, targets: list[Target]) -> list[dict[str, str]]:
+    """The boot_server role's files for the images the due hosts among `targets` need."""
+    images = sorted({u.image for t in targets if t.name in run.firmware_due
+                     for u in run.firmware_due[t.name][1].updates})
+    return [{"src": str(firmware_dir(run) / image), "dest": f"{FIRMWARE_AREA}/{image}"}
+            for image in images]
+
+
+def apply_firmware(run: ImageRun, targets: list[Target], servers: Mapping[str, BootServer]) -> None:
+    """The due hosts brought to their pins (racklift.bmc.apply), their boot servers serving the
+    images; a journal entry per change, made or failed with."""
+    changes: dict[str, list[apply.Change]] = {}
+
+    def one(t: Target) -> None:
+        pins, plan = run.firmware_due[t.name]
+        base = f"{servers[t.boot_server].url}/{FIRMWARE_AREA}/"
+
+        def act(bmc: Any) -> None:
+            try:
+                changes[t.name] = apply.apply(bmc, pins, plan, base.__add__,
+                                              run.options.timeouts.firmware)
+            except apply.ApplyError as exc:
+                changes[t.name] = exc.done
+                run.fail(t.name, f"applying its firmware and BIOS pins: {exc}")
+        _bmc(run, t, "applying its firmware and BIOS pins", act)
+        if run.errors.get(t.name) is None:
+            run.note(t.name, f"firmware and BIOS brought to their pins ({len(changes[t.name])} "
+                             "changes)")
+    due = [t for t in targets if t.name in run.firmware_due]
+    _parallel(due, one)
+    state.apply(run.netbox, [
+        Transition(t.host.netbox_id, f"racklift firmware: {change}",
+                   kind="info" if run.errors.get(t.name) is None else "warning")
+        for t in due for change in changes.get(t.name, [])])
 
 
 def power_on(run: ImageRun, targets: list[Target]) -> None:

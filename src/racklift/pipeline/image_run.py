@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from racklift.ansible import HostEvent, PlaybookResult, run_playbook
+from racklift.bmc.firmware import ApplyPlan, Pins
 from racklift.lifecycle.stages import IMAGE
 from racklift.netbox.client import NetBox
 from racklift.pipeline.image_plan import (
@@ -51,6 +52,8 @@ class ImageRun:
         # released.
         self.nonces: dict[str, str] = {}
         self.markers: dict[str, dict[str, str]] = {}
+        # --apply-firmware: hosts off their pins racklift brings to them, with their plans.
+        self.firmware_due: dict[str, tuple[Pins, ApplyPlan]] = {}
         self.env = with_boot_servers(secrets, options.inventory)
 
     def fail(self, name: str, why: str) -> None:

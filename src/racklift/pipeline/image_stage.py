@@ -18,7 +18,9 @@ run they share, its errors, notes and playbook runs: racklift.pipeline.image_run
    environment), the SSH key Ansible uses (its .pub is authorized on the deployed host, or the
    host var `racklift_authorized_keys`), and the boot id of a host that already runs.
    Then, before anything is served: the firmware and BIOS pins over Redfish
-   (racklift.pipeline.image_power).
+   (racklift.pipeline.image_power). With --apply-firmware, a host off its pins is brought to
+   them after step 2 instead (racklift.bmc.apply: its boot server serves the images), before
+   it is powered on to deploy.
 2. A one-time token, a nonce and deploy data per host (racklift.imaging.deploy_data); the
    boot_server role on the boot server (playbooks/image_boot.yml) with only these hosts
    deploying, the ramdisk and the image (copied when their checksum differs). An installed
@@ -94,7 +96,14 @@ from racklift.pipeline.image_plan import (
     report_error,
     ssh_timeout,
 )
-from racklift.pipeline.image_power import boot_disk, check_firmware, power_on, wait_installs
+from racklift.pipeline.image_power import (
+    apply_firmware,
+    boot_disk,
+    check_firmware,
+    firmware_files,
+    power_on,
+    wait_installs,
+)
 from racklift.pipeline.image_run import ImageRun
 from racklift.pipeline.progress import Progress
 from racklift.pipeline.ssh_wait import wait_for_ssh
@@ -202,7 +211,8 @@ def _prepare_boot_servers(run: ImageRun, targets: list[Target], servers: dict[st
             continue
         vars_file = write_secret(run.secrets / f"boot-{name}.json",
                                   boot_vars(server, entries, _images(
-                                      [t for t in mine if not t.installer]), disk, media))
+                                      [t for t in mine if not t.installer]), disk,
+                                      [*media, *firmware_files(run, mine)]))
         run.progress.note(f"boot server {name}: serving {len(entries)} deploys")
         received: dict[str, float] = {}
         result = run.playbook("image_boot.yml", [name], f"image-boot-{name}-{ident}",
@@ -303,6 +313,7 @@ def image_hosts(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, progre
         check_firmware(run, run.live(targets))
         try:
             tokens = _prepare_boot_servers(run, targets, servers, disk, ident)
+            apply_firmware(run, run.live(targets), servers)
             _deploy(run, run.live(targets), tokens, boot_ids, ident)
         finally:
             # Whatever ended the stage, an error included, no host is left network-booting:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json as jsonlib
+from functools import partial
 
 from invoke import task
 from invoke.exceptions import Exit
@@ -14,6 +15,7 @@ from racklift.lifecycle import lock
 from racklift.lifecycle.stages import STAGES
 from racklift.netbox.reader import read_hosts
 from racklift.pipeline import run_report
+from racklift.pipeline.image_plan import ImagingOptions
 from racklift.pipeline.image_stage import image_hosts
 from racklift.pipeline.outcome import PipelineRun
 from racklift.pipeline.plan import ACCEPT_ONLY, PROVISION, REIMAGE, Options
@@ -52,6 +54,11 @@ RUN_HELP = {
                       f"mirror serve them all (default {DEFAULT_RACKS_PER_SITE}; a boot "
                       "server images one rack at a time whatever this says)",
     "metrics_file": METRICS_HELP,
+    "apply_firmware": "bring hosts whose firmware or BIOS is off their device type's pins "
+                      "(racklift.firmware, racklift.bios) to them before imaging: updates from "
+                      "the images racklift.firmware_images names (in RACKLIFT_FIRMWARE_DIR, "
+                      "served by the site's boot server), BIOS settings, a reboot, read back; "
+                      "a journal entry per change. Without it such hosts fail in preflight",
 }
 
 
@@ -84,7 +91,7 @@ def _level(quiet: bool, verbose: bool) -> int:
 
 def _execute(chosen, options: Options, *, check: bool, json: bool, quiet: bool,
              verbose: bool, max_fail: int, batch_size: str | None,
-             metrics_file: str | None) -> None:
+             metrics_file: str | None, apply_firmware: bool = False) -> None:
     progress = Progress(lambda line: console.print(plain(line), highlight=False),
                         _level(quiet, verbose))
     extravars = {"racklift_max_fail_percentage": int(max_fail)}
@@ -92,7 +99,9 @@ def _execute(chosen, options: Options, *, check: bool, json: bool, quiet: bool,
         extravars["racklift_batch_size"] = batch_size
     with operator_errors():
         result: PipelineRun = run(connect(), chosen, options, check=check, progress=progress,
-                                  scheduler=scheduler_from_env(), image=image_hosts,
+                                  scheduler=scheduler_from_env(),
+                                  image=partial(image_hosts, options=ImagingOptions(
+                                      apply_firmware=apply_firmware)),
                                   extravars=extravars)
         report = saved_report(result.run_dir / "report.json")
     console.print(run_report.table(result, f"{options.verb}: {chosen.describe()}"
@@ -118,7 +127,7 @@ def provision(c, site=None, rack=None, role="gpu-server", host=None, check=False
               no_image=False, retry_failed=False, reimage=False, json=False, quiet=False,
               verbose=False, max_fail=50, batch_size=None, until=None, no_accept=False,
               pair_with_active=False, parallel_racks=None,
-              racks_per_site=None, metrics_file=None):
+              racks_per_site=None, metrics_file=None, apply_firmware=False):
     """Take planned hosts to the pool: preflight, image, configure, verify + health, accept,
     join. Acceptance runs the load tests the hosts' config context asks for (DCGM, NCCL,
     RDMA in pairs) and admits only hosts that reach its thresholds.
@@ -134,7 +143,8 @@ def provision(c, site=None, rack=None, role="gpu-server", host=None, check=False
                       pair_with_active=pair_with_active,
                       limits=_limits(parallel_racks, racks_per_site))
     _execute(chosen, options, check=check, json=json, quiet=quiet, verbose=verbose,
-             max_fail=max_fail, batch_size=batch_size, metrics_file=metrics_file)
+             max_fail=max_fail, batch_size=batch_size, metrics_file=metrics_file,
+             apply_firmware=apply_firmware)
 
 
 @task(help={"host": "device name(s), comma-separated", **RUN_HELP,
@@ -143,11 +153,12 @@ def provision(c, site=None, rack=None, role="gpu-server", host=None, check=False
 def reimage(c, host, reason, force=False, check=False, no_image=False, json=False,
             quiet=False, verbose=False, max_fail=50, batch_size=None, until=None,
             no_accept=False, pair_with_active=False, parallel_racks=None,
-            racks_per_site=None, metrics_file=None):
+            racks_per_site=None, metrics_file=None, apply_firmware=False):
     """Rebuild hosts: drain (scheduler hook), offline, image, configure, verify, accept,
     rejoin.
 
-    Refuses active hosts unless --force. Exit 1 when any host did not rejoin."""
+    Refuses active hosts unless --force (--apply-firmware too touches only the hosts the run
+    takes). Exit 1 when any host did not rejoin."""
     if not reason.strip():
         raise Exit("error: --reason must say why the host is re-imaged", code=2)
     options = Options(REIMAGE, image=not no_image, force=force, reason=reason,
@@ -156,7 +167,7 @@ def reimage(c, host, reason, force=False, check=False, no_image=False, json=Fals
                       limits=_limits(parallel_racks, racks_per_site))
     _execute(selection(host=host), options, check=check, json=json, quiet=quiet,
              verbose=verbose, max_fail=max_fail, batch_size=batch_size,
-             metrics_file=metrics_file)
+             metrics_file=metrics_file, apply_firmware=apply_firmware)
 
 
 @task(help={**{k: v for k, v in SELECTION_HELP.items() if k != "status"},

@@ -294,6 +294,7 @@ class StandinBmc(ThreadingHTTPServer):
         self.script: list[tuple[int, dict[str, str], object]] = []
         self.resources: dict[str, object] = {}
         self.received: list[tuple[str, str, object]] = []
+        self.auth: list[tuple[bool, str | None]] = []  # per request: basic auth?, session token
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -303,6 +304,8 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length)) if length else None
         self.server.received.append((self.command, self.path, body))
+        self.server.auth.append((self.headers.get("Authorization", "").startswith("Basic "),
+                                 self.headers.get("X-Auth-Token")))
         if self.server.script:
             status, headers, payload = self.server.script.pop(0)
         elif self.path in self.server.resources:
@@ -317,7 +320,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    do_GET = do_POST = do_PATCH = _answer
+    do_GET = do_POST = do_PATCH = do_DELETE = _answer
 
     def log_message(self, *args: object) -> None:
         pass
@@ -395,6 +398,34 @@ def test_rejected_credentials_name_the_source_and_never_the_password(standin, tl
     assert "RACKLIFT_BMC_PASSWORD" in message
     for text in (message, repr(caught.value), caplog.text, repr(_client(standin, tls[0], []))):
         assert SECRET not in text
+
+
+def test_a_bmc_that_refuses_basic_auth_is_asked_for_a_session_given_back_at_close(
+        standin, tls, caplog):
+    caplog.set_level(logging.DEBUG)
+    session = "/redfish/v1/SessionService/Sessions/7"
+    standin.script = [(401, {}, None),
+                      (201, {"X-Auth-Token": "tok-123", "Location": session}, {"Id": "7"})]
+    with _client(standin, tls[0], []) as client:
+        assert client.power_state() == "On"
+    assert [(m, p) for m, p, _ in standin.received] == [
+        ("GET", "/redfish/v1/Systems"), ("POST", "/redfish/v1/SessionService/Sessions"),
+        ("GET", "/redfish/v1/Systems"), ("GET", "/redfish/v1/Systems/System.Embedded.1"),
+        ("DELETE", session)]
+    assert standin.received[1][2] == {"UserName": "admin", "Password": SECRET}
+    # Basic auth until refused, then the session's token alone, to the end.
+    assert standin.auth == [(True, None), (False, None), (False, "tok-123"),
+                            (False, "tok-123"), (False, "tok-123")]
+    assert "using a Redfish session" in caplog.text
+    assert SECRET not in caplog.text and "tok-123" not in caplog.text
+
+
+def test_a_session_refused_too_is_a_credentials_error(standin, tls):
+    standin.script = [(401, {}, None), (401, {}, None)]
+    with pytest.raises(BmcError, match=r"rejected the credentials \(HTTP 401\)"):
+        _client(standin, tls[0], []).power_state()
+    assert [(m, p) for m, p, _ in standin.received] == [
+        ("GET", "/redfish/v1/Systems"), ("POST", "/redfish/v1/SessionService/Sessions")]
 
 
 def test_a_bmc_error_body_is_shown(standin, tls):

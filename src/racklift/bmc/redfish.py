@@ -10,6 +10,9 @@ Where things come from (`endpoint_for`, `credentials_for`):
 - CA bundle: `racklift_bmc_ca_bundle` host var or `RACKLIFT_BMC_CA_BUNDLE`; else the system
   trust store. Certificate checks are never skipped silently: only an explicit
   `racklift_bmc_insecure: true` turns them off, and that is logged.
+- Authentication: HTTP basic auth; a BMC that refuses it (401) is asked once for a Redfish
+  session (SessionService) with the same credentials, its X-Auth-Token sent from then on and
+  the session deleted at close (BMCs have few session slots).
 - Credentials: the host's Ansible vars (`racklift_bmc_username` / `racklift_bmc_password`,
   normally from Ansible Vault) when the caller passes them, else the environment
   (`RACKLIFT_BMC_USERNAME` / `RACKLIFT_BMC_PASSWORD`).
@@ -33,6 +36,7 @@ Vendor quirks (why the client reads back and never assumes):
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import json
 import logging
@@ -57,6 +61,10 @@ class BmcError(RackliftError):
     """A BMC refused, failed or did not answer: names the host, the BMC and what to do."""
 
 
+class _BasicAuthRefused(Exception):
+    """A 401 to basic auth: the client asks for a Redfish session before it gives up."""
+
+
 DEFAULT_PORT = 443
 ENV_USERNAME = "RACKLIFT_BMC_USERNAME"
 ENV_PASSWORD = "RACKLIFT_BMC_PASSWORD"
@@ -77,6 +85,7 @@ UNSURE_HINT = ("it may have been taken: check the BMC's task list before startin
 BOOT_TARGETS = ("None", "Pxe", "Floppy", "Cd", "Usb", "Hdd", "BiosSetup", "Utilities", "Diags",
                 "UefiShell", "UefiTarget", "SDCard", "UefiHttp", "RemoteDrive", "UefiBootNext",
                 "Recovery")
+SESSIONS = "/redfish/v1/SessionService/Sessions"
 BOOT_ENABLED = ("Disabled", "Once", "Continuous")
 BOOT_MODES = ("UEFI", "Legacy")
 BOOT_KEYS = ("Target", "Enabled", "Mode")  # BootSourceOverride<key>, in BootOverride's order
@@ -301,7 +310,9 @@ class RedfishClient:
         self.backoff_cap = backoff_cap
         self._sleep = sleep
         self._session = requests.Session()
-        self._session.auth = (credentials.username, credentials.password)
+        self._credentials = (credentials.username, credentials.password)
+        self._session.auth = self._credentials
+        self._session_path: str | None = None  # the Redfish session to delete at close
         self._session.headers.update({"Accept": "application/json",
                                       "OData-Version": "4.0"})
         self._system: str | None = None
@@ -313,6 +324,11 @@ class RedfishClient:
         return f"RedfishClient({self.endpoint.host} at {self.endpoint.url})"
 
     def close(self) -> None:
+        if self._session_path is not None:  # a BMC has few session slots: give ours back
+            with contextlib.suppress(requests.RequestException):
+                self._session.delete(f"{self.endpoint.url}{self._session_path}",
+                                     timeout=self.timeout, verify=self.endpoint.verify).close()
+            self._session_path = None
         self._session.close()
 
     def __enter__(self) -> RedfishClient:
@@ -332,7 +348,46 @@ class RedfishClient:
                  stream: bool = False, repeatable: bool = True) -> requests.Response:
         """`repeatable`: False for a request the BMC may have acted on even when it answered
         5xx or dropped the connection (starting a firmware update): then only a 503, which
-        says the BMC took nothing, is retried."""
+        says the BMC took nothing, is retried. A BMC that refuses basic auth is asked for a
+        Redfish session once, and the request sent again with its token."""
+        try:
+            return self._attempts(method, path, operation, body, stream, repeatable)
+        except _BasicAuthRefused:
+            if not self._open_session(operation):
+                raise self._fail(operation, "rejected the credentials (HTTP 401)",
+                                 CREDENTIALS_HINT) from None
+            return self._attempts(method, path, operation, body, stream, repeatable)
+
+    def _open_session(self, operation: str) -> bool:
+        """Basic auth refused: a Redfish session (SessionService) with the same credentials,
+        its token on every later request. False where the BMC gives none."""
+        username, password = self._credentials
+        self._session.auth = None
+        try:
+            response = self._session.post(f"{self.endpoint.url}{SESSIONS}",
+                                          json={"UserName": username, "Password": password},
+                                          timeout=self.timeout, verify=self.endpoint.verify)
+        except requests.RequestException:
+            return False
+        token = response.headers.get("X-Auth-Token")
+        response.close()
+        if response.status_code not in (200, 201) or not token:
+            return False
+        self._session.headers["X-Auth-Token"] = token
+        location = response.headers.get("Location") or ""
+        # Only a path on this BMC is kept, to be deleted at close (an absolute URL is cut to
+        # its path; one elsewhere is not followed).
+        parts = urlsplit(location)
+        if parts.path.startswith(SESSIONS + "/") and (
+                not parts.netloc or parts.netloc == urlsplit(self.endpoint.url).netloc):
+            self._session_path = parts.path
+        log.info("%s: BMC %s refused basic auth; using a Redfish session (%s)",
+                 self.endpoint.host, self.endpoint.url, operation)
+        return True
+
+    def _attempts(self, method: str, path: str, operation: str,
+                  body: Mapping[str, Any] | None, stream: bool,
+                  repeatable: bool) -> requests.Response:
         started = time.monotonic()
         problem, answered = "", False  # answered: the BMC spoke, with a 5xx
         for attempt in range(self.attempts):
@@ -378,6 +433,8 @@ class RedfishClient:
         if response.ok:
             return response
         if response.status_code == 401:
+            if self._session.auth is not None:  # basic auth: a session may be offered
+                raise _BasicAuthRefused
             raise self._fail(operation, "rejected the credentials (HTTP 401)",
                              CREDENTIALS_HINT)
         if response.status_code == 403:

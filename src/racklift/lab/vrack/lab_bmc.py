@@ -572,7 +572,7 @@ class LabBmc:
 
     def _tasks(self) -> flask.Response:
         with self.lock:
-            members = [{"@odata.id": t["@odata.id"]} for t in self.state.tasks.values()]
+            members = [{"@odata.id": f"{TASKS}/{number}"} for number in self.state.tasks]
         return _json({"@odata.type": "#TaskCollection.TaskCollection", "@odata.id": TASKS,
                       "Name": "Task Collection", "Members": members,
                       "Members@odata.count": len(members)})

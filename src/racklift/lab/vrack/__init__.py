@@ -15,6 +15,9 @@ registered in NetBox. Lab only.
 - BMCs: one sushy-emulator per VM (SUSHY_EMULATOR_ALLOWED_INSTANCES: it manages exactly one
   system, as a real BMC does), on its own loopback address (127.0.77.<n>) port 8443, TLS from
   the lab CA, HTTP basic auth with the lab's BMC password (kept in the state dir, mode 0600).
+  Each runs sushy-emulator's app with the lab's stand-in (lab_bmc) for what real BMCs do and
+  sushy-tools lacks: a firmware inventory, SimpleUpdate tasks that fetch a lab image, BIOS
+  settings and a BIOS image pending until the next boot (its state in bmc-state.json).
 - The boot server: one systemd container (the lab host image) joined to the namespace, so it
   has the bridge's address; Ansible reaches it, and the VMs, with an SSH ProxyCommand that
   enters the namespace (`proxy_command`, and the lab's inventory source's
@@ -44,7 +47,7 @@ registered in NetBox. Lab only.
 `up()` converges (re-run: nothing new; fewer VMs: the extra ones go), `down()` removes exactly
 what `up()` made (the shared vocabulary stays: tags, roles, device types, as bootstrap's do).
 State and disks live under racklift.paths.state_dir()/vrack/<namespace>. Modules: layout,
-commands, network, bmc, vms, services, records, lifecycle.
+commands, network, bmc (and lab_bmc, the stand-in it runs), vms, services, records, lifecycle.
 """
 
 from racklift.lab.vrack.bmc import bmc_password, emulator_config

@@ -1,7 +1,10 @@
-"""The VMs' BMCs: one sushy-emulator each, TLS from the lab CA, HTTP basic auth."""
+"""The VMs' BMCs: one sushy-emulator each, TLS from the lab CA, HTTP basic auth, run with the
+lab's stand-in for what real BMCs do and sushy-tools lacks (racklift.lab.vrack.lab_bmc: the
+firmware inventory, SimpleUpdate with tasks, BIOS settings pending until the next boot)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import secrets
 import sys
@@ -10,7 +13,7 @@ from pathlib import Path
 import requests
 
 from racklift.errors import LabError
-from racklift.lab.vrack.commands import _process_pid, _run, _spawn
+from racklift.lab.vrack.commands import _process_pid, _run, _spawn, _terminate
 from racklift.lab.vrack.layout import (
     BMC_PORT,
     BMC_USERNAME,
@@ -24,16 +27,32 @@ from racklift.lab.vrack.layout import (
     vrack_dir,
 )
 
+# The lab's stand-in (lab_bmc) runs sushy-emulator's app; its keys in the same configuration.
+LAB_BMC_MODULE = "racklift.lab.vrack.lab_bmc"
+STATE_KEY = "RACKLIFT_LAB_BMC_STATE"  # the stand-in's state file (JSON)
+FIRMWARE_KEY = "RACKLIFT_LAB_BMC_FIRMWARE"  # the BMC's version when it starts with no state
+TASK_SECONDS_KEY = "RACKLIFT_LAB_BMC_TASK_SECONDS"  # an update task runs at least this long
 
-def emulator_config(vm: VmPlan, cert: Path, key: Path, auth_file: Path) -> str:
-    """sushy-emulator's configuration (a Python file) for the one VM it manages."""
+
+def emulator_config(vm: VmPlan, cert: Path, key: Path, auth_file: Path,
+                    state: Path | None = None, bmc_firmware: str | None = None) -> str:
+    """sushy-emulator's configuration (a Python file) for the one VM it manages, with the
+    stand-in's state file and the BMC's first firmware version when given."""
     return (f"SUSHY_EMULATOR_LISTEN_IP = {vm.bmc!r}\n"
             f"SUSHY_EMULATOR_LISTEN_PORT = {BMC_PORT}\n"
             f"SUSHY_EMULATOR_SSL_CERT = {str(cert)!r}\n"
             f"SUSHY_EMULATOR_SSL_KEY = {str(key)!r}\n"
             f"SUSHY_EMULATOR_AUTH_FILE = {str(auth_file)!r}\n"
             f"SUSHY_EMULATOR_LIBVIRT_URI = {LIBVIRT_URI!r}\n"
-            f"SUSHY_EMULATOR_ALLOWED_INSTANCES = [{vm.uuid!r}, {vm.name!r}]\n")
+            f"SUSHY_EMULATOR_ALLOWED_INSTANCES = [{vm.uuid!r}, {vm.name!r}]\n"
+            + (f"{STATE_KEY} = {str(state)!r}\n" if state is not None else "")
+            + (f"{FIRMWARE_KEY} = {bmc_firmware!r}\n" if bmc_firmware is not None else ""))
+
+
+def emulator_command(config: Path) -> list[str]:
+    """The command that runs a VM's BMC: sushy-emulator's app with the lab's stand-in
+    (`LAB_BMC_MODULE` in its command line is how the lab finds the process again)."""
+    return [sys.executable, "-m", LAB_BMC_MODULE, "--config", str(config)]
 
 
 # Paths and commands
@@ -104,11 +123,20 @@ def _auth_file(rack: Vrack) -> Path:
 # VMs and their BMC emulators
 
 
-SUSHY = b"sushy-emulator"
+LAB_BMC = LAB_BMC_MODULE.encode()
+SUSHY = b"sushy-emulator"  # a plain sushy-emulator, as racklift started them before lab_bmc
 
 
 def _emulator_pid(rack: Vrack, name: str) -> int | None:
-    return _process_pid(vm_dir(rack, name) / "bmc.pid", SUSHY)
+    pid_file = vm_dir(rack, name) / "bmc.pid"
+    return _process_pid(pid_file, LAB_BMC) or _process_pid(pid_file, SUSHY)
+
+
+def stop_emulator(rack: Vrack, name: str) -> None:
+    """Stop the VM's BMC emulator, the stand-in or a plain sushy-emulator left from before."""
+    pid_file = vm_dir(rack, name) / "bmc.pid"
+    _terminate(f"BMC emulator of {name}", pid_file, LAB_BMC)
+    _terminate(f"BMC emulator of {name}", pid_file, SUSHY)
 
 
 def _bmc_answers(vm: VmPlan) -> bool:
@@ -120,17 +148,16 @@ def _bmc_answers(vm: VmPlan) -> bool:
 
 
 def _ensure_emulator(rack: Vrack, vm: VmPlan, auth_file: Path) -> bool:
-    if _emulator_pid(rack, vm.name) is not None:
-        return False
-    program = Path(sys.executable).with_name("sushy-emulator")
-    if not program.exists():
-        raise LabError(f"{program} not found: install racklift's dev extra "
-                       "(pip install -e '.[dev]'), which brings sushy-tools")
     directory = vm_dir(rack, vm.name)
+    if _process_pid(directory / "bmc.pid", LAB_BMC) is not None:
+        return False
+    stop_emulator(rack, vm.name)  # a plain sushy-emulator holds the address: the stand-in's now
+    if importlib.util.find_spec("sushy_tools") is None:
+        raise LabError("sushy-tools is not installed: install racklift's dev extra "
+                       "(pip install -e '.[dev]'), which brings it")
     cert, key = _ensure_cert(rack, vm)
     config = directory / "bmc.conf"
-    config.write_text(emulator_config(vm, cert, key, auth_file))
+    config.write_text(emulator_config(vm, cert, key, auth_file, state=directory / "bmc-state.json"))
     _spawn(f"BMC emulator of {vm.name} at https://{vm.bmc}:{BMC_PORT}",
-           [str(program), "--config", str(config)], directory / "bmc.pid",
-           lambda: _bmc_answers(vm))
+           emulator_command(config), directory / "bmc.pid", lambda: _bmc_answers(vm))
     return True

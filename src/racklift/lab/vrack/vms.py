@@ -11,8 +11,8 @@ from xml.sax.saxutils import escape
 
 from racklift.errors import LabError
 from racklift.lab import hardware, hwemu
-from racklift.lab.vrack.bmc import SUSHY
-from racklift.lab.vrack.commands import _alive_pid, _run, _terminate, virsh
+from racklift.lab.vrack.bmc import stop_emulator
+from racklift.lab.vrack.commands import _alive_pid, _run, virsh
 from racklift.lab.vrack.layout import (
     FIRMWARES,
     OVMF_CODE,
@@ -119,7 +119,7 @@ def _ensure_vm(rack: Vrack, vm: VmPlan, existing: dict[str, str]) -> bool:
 
 
 def _remove_vm(rack: Vrack, name: str, existing: dict[str, str]) -> None:
-    _terminate(f"BMC emulator of {name}", vm_dir(rack, name) / "bmc.pid", SUSHY)
+    stop_emulator(rack, name)
     if name in existing:
         if existing[name] != "shut off":
             virsh("destroy", name, check=False)

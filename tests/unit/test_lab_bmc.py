@@ -26,10 +26,14 @@ import requests
 libvirt = pytest.importorskip("libvirt")  # the dev extra's libvirt-python: the test driver
 bcrypt = pytest.importorskip("bcrypt")  # sushy-tools' dependency
 from sushy_tools.emulator import main as sushy  # noqa: E402 (after the skips)
+from werkzeug.serving import make_server  # noqa: E402
 
 import racklift  # noqa: E402
+from racklift.bmc.apply import ApplyError, apply  # noqa: E402
 from racklift.bmc.firmware import Finding, compare, parse  # noqa: E402
+from racklift.bmc.firmware import plan as apply_plan  # noqa: E402
 from racklift.bmc.inventory import BmcInventory, read_inventory  # noqa: E402
+from racklift.bmc.redfish import BmcCredentials, BmcEndpoint, RedfishClient  # noqa: E402
 from racklift.lab import vrack  # noqa: E402
 from racklift.lab.vrack import bmc, lab_bmc  # noqa: E402
 
@@ -106,7 +110,7 @@ def uuid(app: Any) -> str:
 
 
 def _install(app: Any, state: Path, **config: Any) -> lab_bmc.LabBmc:
-    for key in (bmc.STATE_KEY, bmc.FIRMWARE_KEY, bmc.TASK_SECONDS_KEY):
+    for key in (bmc.STATE_KEY, bmc.FIRMWARE_KEY, bmc.TASK_SECONDS_KEY, bmc.NETNS_KEY):
         app.config.pop(key, None)
     app.config.update({bmc.STATE_KEY: str(state), bmc.TASK_SECONDS_KEY: TASK_SECONDS,
                        **config})
@@ -545,3 +549,114 @@ def test_the_program_serves_sushy_tools_with_the_stand_in(tmp_path: Path) -> Non
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+# racklift's --apply-firmware (racklift.bmc.apply, through racklift's Redfish client over HTTP)
+# against the stand-in: sushy-tools' real app and libvirt driver, served by werkzeug.
+
+
+@pytest.fixture
+def served(app: Any, lab: lab_bmc.LabBmc) -> Iterator[RedfishClient]:
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    endpoint = BmcEndpoint("lab-vm", "127.0.0.1", server.port, scheme="http")
+    try:
+        with RedfishClient(endpoint, BmcCredentials("admin", "unused"), timeout=(2, 10)) as c:
+            yield c
+    finally:
+        server.shutdown()
+
+
+def _plan(bmc: RedfishClient, context: dict[str, Any]) -> tuple[Any, Any]:
+    pins = parse(context)
+    assert not isinstance(pins, list), pins
+    return pins, apply_plan(pins, read_inventory(bmc.get))
+
+
+PINS = {"firmware": {"BMC": "2.00", "BIOS": "2.0.0"},
+        "firmware_images": {"BMC": "bmc-2.00.json", "BIOS": "bios-2.0.0.json"},
+        "bios": {"ProcTurboMode": "Disabled"}}
+
+
+@pytest.mark.parametrize("power", ["On", "Off"])
+def test_apply_brings_the_bmc_to_its_pins_and_leaves_the_power_as_it_was(
+        served: RedfishClient, app: Any, uuid: str, files: str, power: str) -> None:
+    app.systems.set_power_state(uuid, "On" if power == "On" else "ForceOff")
+    assert served.power_state() == power
+    pins, plan = _plan(served, PINS)
+    assert [u.name for u in plan.updates] == ["BMC", "BIOS"]
+    assert plan.settings == (("ProcTurboMode", "Disabled", "Enabled"),)
+    changes = apply(served, pins, plan, f"{files}/firmware/".__add__, deadline=60, poll=0.1)
+    assert [(c.what, c.found, c.wanted) for c in changes] == [
+        ("firmware BMC", "1.00", "2.00"), ("firmware BIOS", "1.0.0", "2.0.0"),
+        ("BIOS attribute ProcTurboMode", '"Enabled"', '"Disabled"')]
+    assert TASK_PATH.search(changes[0].how)  # the task it followed
+    assert compare(pins, read_inventory(served.get)) == []
+    assert served.power_state() == power  # a host that was off was on for the reboot alone
+
+
+def test_apply_fails_on_a_failing_update_task_with_its_message(
+        served: RedfishClient, files: str) -> None:
+    pins, plan = _plan(served, {"firmware": {"BMC": "9.9"},
+                                "firmware_images": {"BMC": "bmc-fails.json"},
+                                "bios": {"ProcTurboMode": "Disabled"}})
+    with pytest.raises(ApplyError, match=r"firmware BMC: the BMC's update task "
+                       r"/redfish/v1/TaskService/Tasks/[0-9]+ ended Exception: flash write "
+                       r"failed at 37%") as caught:
+        apply(served, pins, plan, f"{files}/firmware/".__add__, deadline=60, poll=0.1)
+    assert caught.value.done == []
+    # Nothing after the failed update: the BIOS setting was not even sent.
+    assert _bios_settings(served)["ProcTurboMode"] == "Enabled"
+
+
+def test_apply_that_does_not_reach_the_pins_says_what_is_still_off(
+        served: RedfishClient, files: str) -> None:
+    # The image is the BMC's 2.00, the pin wants 2.01: the task completes, the version is off.
+    pins, plan = _plan(served, {"firmware": {"BMC": "2.01"},
+                                "firmware_images": {"BMC": "bmc-2.00.json"}})
+    with pytest.raises(ApplyError, match=r"after the changes, the BMC still reports firmware "
+                       r"BMC: found 2.00, wanted 2.01") as caught:
+        apply(served, pins, plan, f"{files}/firmware/".__add__, deadline=1, poll=0.1)
+    assert [c.what for c in caught.value.done] == ["firmware BMC"]
+
+
+def _bios_settings(bmc: RedfishClient) -> dict[str, Any]:
+    system = bmc.system()
+    return dict(bmc.get(system["Bios"]["@odata.id"] + "/Settings")["Attributes"])
+
+
+def test_a_task_fetches_in_the_network_namespace_it_is_given(app: Any, uuid: str,
+                                                             tmp_path: Path) -> None:
+    """The lab's BMCs listen on the host's loopback, the boot server is in the rack's
+    namespace: the task's thread fetches there (NETNS_KEY), nothing else moves."""
+    ns = f"racklift-labbmc-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    server = None
+    try:
+        subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up"], check=True)
+        (tmp_path / "bmc-3.00.json").write_bytes(image("BMC", "3.00"))
+        port = _free_port()
+        server = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-m",
+                                   "http.server", str(port), "--bind", "127.0.0.1"],
+                                  cwd=tmp_path, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        uri = f"http://127.0.0.1:{port}/bmc-3.00.json"
+        for _ in range(100):  # until it listens, inside the namespace
+            if subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c",
+                               f"import socket; socket.create_connection(('127.0.0.1', {port}))"],
+                              capture_output=True).returncode == 0:
+                break
+            time.sleep(0.1)
+        with pytest.raises(requests.ConnectionError):  # not on the host's loopback
+            requests.get(uri, timeout=2)
+        _install(app, tmp_path / "state.json", **{bmc.NETNS_KEY: ns})
+        task = _update(app.test_client(), uri)
+        assert task["TaskState"] == "Completed", task["Messages"]
+        assert _versions(app.test_client())["BMC"] == "3.00"
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait()
+        subprocess.run(["ip", "netns", "del", ns], check=False)
+        app.config.pop(bmc.NETNS_KEY, None)

@@ -32,12 +32,18 @@ LAB_BMC_MODULE = "racklift.lab.vrack.lab_bmc"
 STATE_KEY = "RACKLIFT_LAB_BMC_STATE"  # the stand-in's state file (JSON)
 FIRMWARE_KEY = "RACKLIFT_LAB_BMC_FIRMWARE"  # the BMC's version when it starts with no state
 TASK_SECONDS_KEY = "RACKLIFT_LAB_BMC_TASK_SECONDS"  # an update task runs at least this long
+# The network namespace the stand-in fetches images in: the lab's BMCs listen on the host's
+# loopback, the boot server they fetch from is on the rack's provisioning bridge (a real site's
+# OOB network reaches its boot server).
+NETNS_KEY = "RACKLIFT_LAB_BMC_NETNS"
 
 
 def emulator_config(vm: VmPlan, cert: Path, key: Path, auth_file: Path,
-                    state: Path | None = None, bmc_firmware: str | None = None) -> str:
+                    state: Path | None = None, bmc_firmware: str | None = None,
+                    netns: str | None = None) -> str:
     """sushy-emulator's configuration (a Python file) for the one VM it manages, with the
-    stand-in's state file and the BMC's first firmware version when given."""
+    stand-in's state file, the BMC's first firmware version and the namespace it fetches
+    images in, when given."""
     return (f"SUSHY_EMULATOR_LISTEN_IP = {vm.bmc!r}\n"
             f"SUSHY_EMULATOR_LISTEN_PORT = {BMC_PORT}\n"
             f"SUSHY_EMULATOR_SSL_CERT = {str(cert)!r}\n"
@@ -46,7 +52,8 @@ def emulator_config(vm: VmPlan, cert: Path, key: Path, auth_file: Path,
             f"SUSHY_EMULATOR_LIBVIRT_URI = {LIBVIRT_URI!r}\n"
             f"SUSHY_EMULATOR_ALLOWED_INSTANCES = [{vm.uuid!r}, {vm.name!r}]\n"
             + (f"{STATE_KEY} = {str(state)!r}\n" if state is not None else "")
-            + (f"{FIRMWARE_KEY} = {bmc_firmware!r}\n" if bmc_firmware is not None else ""))
+            + (f"{FIRMWARE_KEY} = {bmc_firmware!r}\n" if bmc_firmware is not None else "")
+            + (f"{NETNS_KEY} = {netns!r}\n" if netns is not None else ""))
 
 
 def emulator_command(config: Path) -> list[str]:
@@ -157,7 +164,8 @@ def _ensure_emulator(rack: Vrack, vm: VmPlan, auth_file: Path) -> bool:
                        "(pip install -e '.[dev]'), which brings it")
     cert, key = _ensure_cert(rack, vm)
     config = directory / "bmc.conf"
-    config.write_text(emulator_config(vm, cert, key, auth_file, state=directory / "bmc-state.json"))
+    config.write_text(emulator_config(vm, cert, key, auth_file, state=directory / "bmc-state.json",
+                                      netns=rack.netns))
     _spawn(f"BMC emulator of {vm.name} at https://{vm.bmc}:{BMC_PORT}",
            emulator_command(config), directory / "bmc.pid", lambda: _bmc_answers(vm))
     return True

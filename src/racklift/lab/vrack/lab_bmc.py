@@ -60,7 +60,7 @@ from sushy_tools import error as sushy_error
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.routing import Map, Rule
 
-from racklift.lab.vrack.bmc import FIRMWARE_KEY, STATE_KEY, TASK_SECONDS_KEY
+from racklift.lab.vrack.bmc import FIRMWARE_KEY, NETNS_KEY, STATE_KEY, TASK_SECONDS_KEY
 from racklift.text import printable
 
 EXTENSION = "racklift_lab_bmc"  # app.extensions key of the installed LabBmc
@@ -78,6 +78,7 @@ MAX_ATTRIBUTES = 256  # attributes in one PATCH
 MAX_VALUE = 1024  # characters of an attribute's text value
 MAX_TASKS = 64  # kept; the oldest finished go first
 MAX_RUNNING = 4  # updates at once
+_NETNS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 MAX_MESSAGE = 300  # characters of a task's message
 INT_BOUND = 2 ** 63
 
@@ -338,11 +339,12 @@ class LabBmc:
 
     def __init__(self, app: Any, state_file: Path | None = None,
                  bmc_firmware: str = DEFAULT_BMC_FIRMWARE,
-                 task_seconds: float = DEFAULT_TASK_SECONDS) -> None:
+                 task_seconds: float = DEFAULT_TASK_SECONDS, netns: str | None = None) -> None:
         # app: sushy-tools' Application (untyped): .systems (its driver), .managers, .config
         self.app = app
         self.state_file = state_file
         self.task_seconds = task_seconds
+        self.netns = netns
         self.lock = threading.RLock()
         self.state = self._load(bmc_firmware)
 
@@ -527,6 +529,8 @@ class LabBmc:
         """The task's work: fetch, check, install (BMC) or stage (BIOS)."""
         done_at = time.monotonic() + self.task_seconds
         try:
+            if self.netns is not None:
+                enter_netns(self.netns)  # this task's thread alone
             image = parse_image(fetch_image(uri))
             if targets and image.component not in targets:
                 raise ImageError(f"the image is {image.component} firmware; Targets name "
@@ -699,6 +703,18 @@ def _hook_after(response: flask.Response) -> flask.Response:
     return lab.after(response) if lab is not None else response
 
 
+def enter_netns(name: str) -> None:
+    """The calling thread's sockets from now on in network namespace `name` (setns is per
+    thread): a task's fetch reaches the rack's boot server, the app keeps the host's loopback."""
+    if not _NETNS.fullmatch(name):
+        raise ImageError(f"{NETNS_KEY} {name!r} is not a namespace name")
+    fd = os.open(f"/run/netns/{name}", os.O_RDONLY)
+    try:
+        os.setns(fd, os.CLONE_NEWNET)
+    finally:
+        os.close(fd)
+
+
 def install(app: Any) -> LabBmc:
     """The stand-in, configured from app.config (sushy-tools' configuration file), installed
     on sushy-tools' app. Installing again replaces the stand-in (its hooks are added once)."""
@@ -715,7 +731,11 @@ def install(app: Any) -> LabBmc:
             or not 0 <= seconds <= MAX_TASK_SECONDS:
         raise ValueError(f"{TASK_SECONDS_KEY} is {seconds!r}: give 0 to {MAX_TASK_SECONDS:.0f} "
                          "seconds")
-    lab = LabBmc(app, Path(state) if state is not None else None, firmware, float(seconds))
+    netns = config.get(NETNS_KEY)
+    if netns is not None and not (isinstance(netns, str) and _NETNS.fullmatch(netns)):
+        raise ValueError(f"{NETNS_KEY} is {netns!r}: give a network namespace's name")
+    lab = LabBmc(app, Path(state) if state is not None else None, firmware, float(seconds),
+                 netns)
     if EXTENSION not in app.extensions:
         app.before_request(_hook_before)
         app.after_request(_hook_after)

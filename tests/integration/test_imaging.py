@@ -15,7 +15,10 @@ and `failed` in NetBox: a wrong BMC password (a host var from an extra inventory
 that does not answer (the OOB IP moved to an address where nothing listens), a NIC whose MAC is
 not NetBox's (short DHCP timeout), a BIOS attribute pinned that the BMC reports otherwise
 (before anything is served), a corrupted image (ImagingOptions.images: for one host a
-truncated copy of the image, under another build id, with the real image's checksum). One VM
+truncated copy of the image, under another build id, with the real image's checksum), a
+firmware update whose task fails (--apply-firmware). vm 1's firmware and BIOS are off their
+pins and --apply-firmware brings them there before its deploy (the lab's BMC stand-in,
+racklift.lab.vrack.lab_bmc, fetching the images from the boot server). One VM
 boots Debian's own installer instead (its os_image installer-debian-12), in the re-image's run."""
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from racklift import podman
 from racklift.imaging import deploy_data, diskimage, host_keys
 from racklift.lab import hosts as lab_hosts
 from racklift.lab import vrack
+from racklift.lab.vrack import lab_bmc
 from racklift.netbox.expected import CONTEXT_KEY
 from racklift.netbox.selection import Selection
 from racklift.pipeline import image_plan
@@ -209,6 +213,16 @@ def test_new_vm_from_power_off_to_the_pool_while_bmc_and_mac_failures_stay_per_h
     through the rack's mirror, active); vm 2's BMC rejects the password, vm 3's BMC does not
     answer, vm 4's NIC has a MAC NetBox does not know."""
     new_vm, password_vm, silent_vm, swapped_vm = rack.vms[:4]
+    # vm 1's firmware and BIOS are off its pins (its BMC stand-in starts at BMC 1.00, BIOS
+    # 1.0.0, ProcTurboMode Enabled): --apply-firmware brings it to them before the deploy, the
+    # images from the controller's firmware directory through the boot server. The pins stay:
+    # every later run and verify reads them again.
+    firmware_dir = tmp_path / "firmware"
+    (firmware_dir / "lab").mkdir(parents=True)
+    for component, version in FIRMWARE.items():
+        (firmware_dir / IMAGES[component]).write_bytes(lab_bmc.lab_image(component, version))
+    _set_local_context(netbox, _device(netbox, new_vm.name), firmware=FIRMWARE,
+                       firmware_images=IMAGES, bios={"ProcTurboMode": "Disabled"})
     # Wrong BMC password: a host var from an extra inventory source (as a site's vault would).
     extra = tmp_path / "bmc.yml"
     extra.write_text(f"all:\n  hosts:\n    {password_vm.name}:\n"
@@ -217,7 +231,8 @@ def test_new_vm_from_power_off_to_the_pool_while_bmc_and_mac_failures_stay_per_h
     netbox.update("ipam/ip-addresses", [{"id": ip["id"], "address": SILENT_BMC}])
     vrack.set_vm_mac(RACK, swapped_vm.name, SWAPPED_MAC)
     options = imaging.ImagingOptions(timeouts=image_plan.Timeouts(dhcp=60, deploy=600, ssh=300),
-                                     extravars=OPTIONS.extravars, inventory=(str(extra),))
+                                     extravars=OPTIONS.extravars, inventory=(str(extra),),
+                                     apply_firmware=True, firmware_dir=firmware_dir)
     try:
         result, lines = _run(netbox, [v.name for v in rack.vms[:4]], Options(), options,
                              runs=runs)
@@ -250,7 +265,14 @@ def test_new_vm_from_power_off_to_the_pool_while_bmc_and_mac_failures_stay_per_h
     assert device["custom_fields"]["racklift_image"] == f"{image.name} {image.build_id}"
     journal = "\n".join(_journal(netbox, device["id"]))
     for transition in ("started; stages image, configure, verify", ": imaged", ": configured",
-                       "passed: the host matches NetBox and is healthy."):
+                       "passed: the host matches NetBox and is healthy.",
+                       # A journal entry per change --apply-firmware made, before the image.
+                       "racklift firmware: firmware BMC: 1.00 → 1.01 (image http://"
+                       f"{RACK.gateway}/firmware/lab/bmc-1.01.json, task /redfish/v1/TaskService/"
+                       "Tasks/",
+                       "racklift firmware: firmware BIOS: 1.0.0 → 1.0.1 (image http://"
+                       f"{RACK.gateway}/firmware/lab/bios-1.0.1.json",
+                       'racklift firmware: BIOS attribute ProcTurboMode: "Enabled" → "Disabled"'):
         assert transition in journal, (transition, journal)
     joined = next(h for h in result.hosts if h.name == new_vm.name)
     assert joined.verdict is not None and joined.verdict.passed
@@ -297,6 +319,12 @@ def test_new_vm_from_power_off_to_the_pool_while_bmc_and_mac_failures_stay_per_h
     assert listing[0].split() == []
     assert listing[1].split() == []
     assert listing[2].split() == [f"{new_vm.name}.json"]
+
+
+# vm 1's firmware pins and the lab images (racklift.lab.vrack.lab_bmc's format) that bring its
+# BMC stand-in there.
+FIRMWARE = {"BMC": "1.01", "BIOS": "1.0.1"}
+IMAGES = {"BMC": "lab/bmc-1.01.json", "BIOS": "lab/bios-1.0.1.json"}
 
 
 # NetBox asks for the stand-in repository's other release of the branch (not installed).
@@ -492,8 +520,41 @@ def test_reimage_a_corrupted_image_and_the_debian_installer_in_one_run(netbox, r
                                                                       console[-3000:])
 
 
+def test_an_update_task_that_fails_fails_its_host_before_power_on(netbox, rack, runs, tmp_path):
+    """--apply-firmware on vm 3 (off its BMC pin, never powered on since the first run): the
+    boot server serves the image, the BMC's update task fails (a lab image that says so), and
+    the host fails there with the BMC's message, before anything else is done or it is powered
+    on; nothing was changed, so no change is journaled."""
+    vm = rack.vms[2]
+    (firmware_dir := tmp_path / "firmware").mkdir()
+    (firmware_dir / "bmc-1.02.json").write_bytes(
+        lab_bmc.lab_image("BMC", "1.02", fail="flash verify failed: image CRC mismatch"))
+    device = _device(netbox, vm.name)
+    _set_local_context(netbox, device, firmware={"BMC": "1.02"},
+                       firmware_images={"BMC": "bmc-1.02.json"})
+    options = imaging.ImagingOptions(extravars=OPTIONS.extravars, apply_firmware=True,
+                                     firmware_dir=firmware_dir)
+    try:
+        result, _ = _run(netbox, [vm.name], Options(REIMAGE, reason="firmware test",
+                                                    until="image"), options, runs=runs)
+    finally:
+        netbox.update("dcim/devices", [{"id": device["id"], "local_context_data":
+                                        device["local_context_data"]}])
+    (host,) = result.hosts
+    assert host.result == FAILED
+    assert re.search(r"applying its firmware and BIOS pins: firmware BMC: the BMC's update "
+                     r"task /redfish/v1/TaskService/Tasks/[0-9]+ ended Exception: flash verify "
+                     r"failed: image CRC mismatch", host.error or ""), host.error
+    _failed_in_netbox(netbox, vm.name, host.error)
+    assert not any("racklift firmware:" in e for e in _journal(netbox, device["id"]))
+    assert vrack.domains(RACK)[vm.name] == "shut off"  # never powered on
+    # The BMC fetched the image from the boot server, as a real BMC on the OOB network would.
+    served = _ssh(str(RACK.gateway), "cat /var/log/nginx/access.log").stdout
+    assert '"GET /firmware/bmc-1.02.json HTTP/1.1" 200 ' in served, served[-2000:]
+
+
 def test_no_secret_in_run_directories_or_output(rack, tokens, made_keys, runs):
-    assert len(runs) == 2 and len(tokens) >= 3 and len(made_keys) >= 4
+    assert len(runs) == 3 and len(tokens) >= 3 and len(made_keys) >= 4
     # Private keys as the files hold them and as the deploy data carries them (base64).
     private = [k.private.splitlines()[1] for k in made_keys] + \
         [k.private_base64()[40:100] for k in made_keys]

@@ -43,9 +43,7 @@ TASK_PATH = re.compile(r"/redfish/v1/TaskService/Tasks/([0-9]+)")
 TASK_SECONDS = 0.3
 
 
-def image(component: str, version: str, **extra: Any) -> bytes:
-    return json.dumps({"racklift_lab_firmware_image": 1, "component": component,
-                       "version": version, **extra}).encode()
+image = lab_bmc.lab_image
 
 
 BIG = b"{" + b" " * lab_bmc.MAX_IMAGE + b"}"  # one byte over

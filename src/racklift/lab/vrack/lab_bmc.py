@@ -193,6 +193,12 @@ def fetch_image(uri: str, limit: int = MAX_IMAGE, timeout: float = FETCH_TIMEOUT
                              f"{_cut(str(exc), 200)}") from None
 
 
+def lab_image(component: str, version: str, fail: str | None = None) -> bytes:
+    """A lab firmware image (the stand-in's format): `fail` makes its update task fail."""
+    return json.dumps({IMAGE_MARK: 1, "component": component, "version": version,
+                       **({"fail": fail} if fail is not None else {})}).encode()
+
+
 def parse_image(data: bytes) -> Image:
     """A lab firmware image, checked; ImageError says what is wrong with anything else."""
     try:

@@ -17,6 +17,8 @@ import pytest
 
 import emulated
 from racklift.ansible import HostEvent, PlaybookResult
+from racklift.bmc import apply as bmc_apply
+from racklift.bmc import firmware
 from racklift.imaging import diskimage, host_keys, ramdisk
 from racklift.lifecycle.state import IMAGE_FIELD
 from racklift.netbox.expected import ExpectedHost
@@ -581,3 +583,86 @@ def test_the_stage_reads_the_pins_before_it_serves_or_powers_on_a_host(monkeypat
                             Progress(print), imaging.ImagingOptions(image=IMAGE))
     assert served == ["gpu-01", "gpu-03"]
     assert ("network boot", "gpu-02") not in calls and ("network boot", "gpu-01") in calls
+
+
+def _apply_run(tmp_path: Path, firmware_dir: Path, lines: list[str]) -> image_run.ImageRun:
+    return image_run.ImageRun(SimpleNamespace(settings=None), tmp_path, Progress(lines.append),
+                              imaging.ImagingOptions(image=IMAGE, apply_firmware=True,
+                                                     firmware_dir=firmware_dir), tmp_path)
+
+
+def test_apply_firmware_makes_hosts_off_their_pins_due_or_fails_what_it_cannot_change(
+        monkeypatch, tmp_path) -> None:
+    """With --apply-firmware a host off its pins is due (its images go to its boot server)
+    instead of failed; one whose image is missing from the firmware directory, or whose pin
+    has no image, still fails in preflight, naming what is missing."""
+    monkeypatch.setattr(image_power, "client_for",
+                        lambda host, oob_ip, hostvars: _TreeBmc(host, []))
+    firmware_dir = tmp_path / "firmware"
+    (firmware_dir / "dell").mkdir(parents=True)
+    (firmware_dir / "dell" / "iDRAC_7.10.EXE").write_bytes(b"stand-in")
+    due = {"firmware": {"BMC": "7.10.30.00"}, "firmware_images": {"BMC": "dell/iDRAC_7.10.EXE"},
+           "bios": {"SysProfile": "Custom"}}
+    missing = {"firmware": {"BMC": "7.10.30.00"}, "firmware_images": {"BMC": "dell/gone.EXE"}}
+    imageless = {"firmware": {"BMC": "7.10.30.00"}}
+    targets = [replace(t, host=replace(t.host, config={**t.host.config, **pins}))
+               for t, pins in zip(_targets(), (due, missing, imageless), strict=True)]
+    lines: list[str] = []
+    run = _apply_run(tmp_path, firmware_dir, lines)
+    run.errors = {t.name: None for t in targets}
+    image_power.check_firmware(run, targets)
+    a, b, c = (t.name for t in targets)
+    assert run.errors[a] is None
+    _, plan = run.firmware_due[a]
+    assert [u.image for u in plan.updates] == ["dell/iDRAC_7.10.EXE"]
+    assert plan.settings == (("SysProfile", "Custom", "PerfOptimized"),)
+    assert set(run.firmware_due) == {a}
+    assert (run.errors[b] or "").endswith(
+        "--apply-firmware cannot: firmware BMC: its image dell/gone.EXE is not in "
+        f"{firmware_dir} (put it there, or fix config_context.racklift.firmware_images.BMC)")
+    assert (run.errors[c] or "").endswith(
+        "--apply-firmware cannot: firmware BMC: found 6.00.30.00, wanted 7.10.30.00, and no "
+        "image brings it there (config_context.racklift.firmware_images.BMC)")
+    assert any(f"{a}: off its pins (firmware BMC" in line for line in lines), lines
+    # The due host's images are published under firmware/ by its boot server's role.
+    assert image_power.firmware_files(run, targets) == [
+        {"src": str(firmware_dir / "dell" / "iDRAC_7.10.EXE"),
+         "dest": "firmware/dell/iDRAC_7.10.EXE"}]
+
+
+def test_apply_firmware_journals_each_change_and_fails_the_host_that_did_not_reach_its_pins(
+        monkeypatch, tmp_path) -> None:
+    lines: list[str] = []
+    run = _apply_run(tmp_path, tmp_path, lines)
+    good, bad = _targets()[:2]
+    run.errors = {good.name: None, bad.name: None}
+    plan = firmware.ApplyPlan(settings=(("SysProfile", "Custom", "PerfOptimized"),))
+    run.firmware_due = {good.name: (firmware.Pins(), plan), bad.name: (firmware.Pins(), plan)}
+    change = bmc_apply.Change("BIOS attribute SysProfile", '"PerfOptimized"', '"Custom"',
+                              "/redfish/v1/Systems/1/Bios/Settings, at the next boot")
+    urls: list[str] = []
+
+    def applying(bmc: Any, pins: Any, plan: Any, image_url: Any, deadline: float) -> list:
+        urls.append(image_url("x/y.bin"))
+        if bmc.host == bad.name:
+            raise bmc_apply.ApplyError("after the changes and a reboot, the BMC still reports "
+                                       "BIOS attribute SysProfile: found \"PerfOptimized\"",
+                                       [change])
+        return [change]
+    monkeypatch.setattr(image_power.apply, "apply", applying)
+    monkeypatch.setattr(image_power, "client_for", lambda host, oob_ip, hostvars: _Bmc(host, []))
+    recorded: list[Any] = []
+    monkeypatch.setattr(image_power.state, "apply",
+                        lambda netbox, transitions: recorded.extend(transitions))
+    servers = {t.boot_server: image_plan.BootServer(t.boot_server, "10.0.0.2", "10.0.0.0/24")
+               for t in (good, bad)}
+    image_power.apply_firmware(run, [good, bad], servers)
+    assert run.errors[good.name] is None
+    assert run.errors[bad.name] == (
+        "applying its firmware and BIOS pins: after the changes and a reboot, the BMC still "
+        'reports BIOS attribute SysProfile: found "PerfOptimized"')
+    assert urls == ["http://10.0.0.2/firmware/x/y.bin"] * 2
+    text = 'racklift firmware: BIOS attribute SysProfile: "PerfOptimized" → "Custom" ' \
+           "(/redfish/v1/Systems/1/Bios/Settings, at the next boot)"
+    assert sorted((t.netbox_id, t.journal, t.kind) for t in recorded) == sorted([
+        (good.host.netbox_id, text, "info"), (bad.host.netbox_id, text, "warning")])

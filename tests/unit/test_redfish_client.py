@@ -8,14 +8,10 @@ import json
 import logging
 import re
 import socket
-import ssl
-import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -38,6 +34,7 @@ from racklift.bmc.redfish import (
     retry_after,
 )
 from racklift.errors import RackliftError
+from standin_bmc import StandinBmc, make_cert, serving
 
 SECRET = "s3cret-Pa55-word"
 
@@ -273,62 +270,9 @@ def test_credentials_never_show_the_password():
 # The client against a local stand-in BMC (HTTPS on loopback, scripted answers)
 
 
-def _make_cert(directory: Path) -> tuple[Path, Path]:
-    cert, key = directory / "standin.pem", directory / "standin.key"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", str(key), "-out",
-                    str(cert), "-days", "2", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
-    return cert, key
-
-
-class StandinBmc(ThreadingHTTPServer):
-    """Answers each request with the next scripted (status, headers, body); GETs of the
-    system and collection answer from `resources` once the script is used up."""
-
-    def __init__(self, cert: Path, key: Path) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(cert, key)
-        self.socket = context.wrap_socket(self.socket, server_side=True)
-        self.script: list[tuple[int, dict[str, str], object]] = []
-        self.resources: dict[str, object] = {}
-        self.received: list[tuple[str, str, object]] = []
-        self.auth: list[tuple[bool, str | None]] = []  # per request: basic auth?, session token
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: StandinBmc
-
-    def _answer(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = json.loads(self.rfile.read(length)) if length else None
-        self.server.received.append((self.command, self.path, body))
-        self.server.auth.append((self.headers.get("Authorization", "").startswith("Basic "),
-                                 self.headers.get("X-Auth-Token")))
-        if self.server.script:
-            status, headers, payload = self.server.script.pop(0)
-        elif self.path in self.server.resources:
-            status, headers, payload = 200, {}, self.server.resources[self.path]
-        else:
-            status, headers, payload = 204, {}, None
-        data = json.dumps(payload).encode() if payload is not None else b""
-        self.send_response(status)
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    do_GET = do_POST = do_PATCH = do_DELETE = _answer
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory) -> tuple[Path, Path]:
-    return _make_cert(tmp_path_factory.mktemp("standin"))
+    return make_cert(tmp_path_factory.mktemp("standin"))
 
 
 @pytest.fixture
@@ -337,11 +281,8 @@ def standin(tls) -> Iterator[StandinBmc]:
     server.resources = {"/redfish/v1/Systems": {"Members": [
         {"@odata.id": "/redfish/v1/Systems/System.Embedded.1"}]},
         "/redfish/v1/Systems/System.Embedded.1": IDRAC_SYSTEM}
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serving(server):
+        yield server
 
 
 def _client(server: StandinBmc, ca: Path | None, waits: list[float],
@@ -414,8 +355,8 @@ def test_a_bmc_that_refuses_basic_auth_is_asked_for_a_session_given_back_at_clos
         ("DELETE", session)]
     assert standin.received[1][2] == {"UserName": "admin", "Password": SECRET}
     # Basic auth until refused, then the session's token alone, to the end.
-    assert standin.auth == [(True, None), (False, None), (False, "tok-123"),
-                            (False, "tok-123"), (False, "tok-123")]
+    assert list(zip(standin.users, standin.tokens, strict=True)) == [
+        ("admin", None), ("", None), ("", "tok-123"), ("", "tok-123"), ("", "tok-123")]
     assert "using a Redfish session" in caplog.text
     assert SECRET not in caplog.text and "tok-123" not in caplog.text
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from racklift import hostvars
 from racklift.lifecycle.stages import ACCEPT, CONFIGURE, IMAGE, STAGES, VERIFY
 from racklift.paths import REPO_ROOT
 from racklift.pipeline import accept_stage, boot_server_waits, image_stage, rack_stages
@@ -31,7 +32,7 @@ STAGE_CODE: dict[str, Any] = {
     IMAGE: (image_stage._hostvars, image_stage._prepare_boot_servers, boot_server_waits,
             image_stage._check, image_stage._release),
     CONFIGURE: rack_stages.run_configure,
-    VERIFY: gate_module,
+    VERIFY: (gate_module, hostvars),  # the BMCs' settings and credentials, after collecting
     ACCEPT: accept_stage,
 }
 INCLUDES = {f"{prefix}{verb}_role" for prefix in ("", "ansible.builtin.")
@@ -157,6 +158,10 @@ def test_each_stage_runs_the_code_read_here() -> None:
     assert sorted(code_playbooks(STAGE_CODE[IMAGE])) == sorted(
         {p for module in IMAGE_MODULES for p in code_playbooks(module)})
     assert "gate" in _called(rack_stages.run_verify)
+    # The gate reads the hosts' vars (for their BMCs) after collecting their facts.
+    called = _called(gate_module.gate)
+    assert called.index("collect") < called.index("read_pinned_bmcs")
+    assert "read_hostvars" in _called(gate_module.read_pinned_bmcs)
     assert rack_stages.gate is gate_module.gate
     assert "accept" in _called(rack_stages.run_accept)
     assert rack_stages.accept is accept_stage.accept

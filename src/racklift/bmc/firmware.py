@@ -137,6 +137,11 @@ class Pins:
     bios: tuple[tuple[str, str | int | bool], ...] = ()
     images: tuple[tuple[str, str], ...] = ()
 
+    @property
+    def pinned(self) -> bool:
+        """Whether anything is pinned: a device type without pins is not asked."""
+        return bool(self.firmware or self.bios)
+
 
 class Finding(NamedTuple):
     """A pin the BMC does not meet."""
@@ -380,3 +385,23 @@ def plan(pins: Pins, inventory: BmcInventory) -> ApplyPlan:
         elif not _same(have := inventory.bios_attributes[attribute], wanted):
             settings.append((attribute, wanted, have))
     return ApplyPlan(tuple(updates), tuple(settings), tuple(cannot))
+
+
+# ---------------------------------------------------------------------------------------------
+# The judgement in words, as the image stage and verify give it
+
+
+def failure(findings: list[Finding], problems: tuple[str, ...]) -> str:
+    """Why a host's firmware or BIOS fails its pins: each finding, and what kept the BMC's
+    inventory from being read, if anything did (a pin it then cannot show is 'not reported')."""
+    why = ("its firmware and BIOS are not as its device type pins them: "
+           + "; ".join(map(str, findings)))
+    if problems:
+        why += f" (reading the BMC's inventory: {'; '.join(problems[:3])})"
+    return why + ": update them, or change the pins (racklift.firmware, racklift.bios) in NetBox"
+
+
+def met(pins: Pins) -> str:
+    """A host's firmware and BIOS meeting all its pins."""
+    return (f"firmware and BIOS as pinned ({len(pins.firmware)} components, "
+            f"{len(pins.bios)} BIOS attributes)")

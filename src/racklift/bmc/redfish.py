@@ -80,6 +80,8 @@ CREDENTIALS_HINT = (f"check the BMC credentials source ({VAR_USERNAME}/{VAR_PASS
 UNREACHABLE_HINT = "check the OOB cabling and the device's OOB IP (oob_ip) in NetBox"
 UNSURE_HINT = ("it may have been taken: check the BMC's task list before starting it again, "
                "and the OOB cabling")
+NO_OOB_IP = ("no OOB (BMC) IP in NetBox (field oob_ip): assign the BMC's address to the "
+             "device's mgmt-only interface and set it as OOB IP")
 
 # Redfish's BootSource enum (DSP8010); a BMC may offer fewer (BootSourceOverrideTarget@...).
 BOOT_TARGETS = ("None", "Pxe", "Floppy", "Cd", "Usb", "Hdd", "BiosSetup", "Utilities", "Diags",
@@ -137,8 +139,7 @@ def endpoint_for(host: str, oob_ip: str | None, hostvars: Mapping[str, Any] | No
                  environ: Mapping[str, str] = os.environ) -> BmcEndpoint:
     """The BMC of `host` from its NetBox OOB IP ('10.32.0.5/16') and its vars."""
     if not oob_ip:
-        raise BmcError(f"{host}: no OOB (BMC) IP in NetBox (field oob_ip): assign the BMC's "
-                       "address to the device's mgmt-only interface and set it as OOB IP")
+        raise BmcError(f"{host}: {NO_OOB_IP}")
     hostvars = hostvars or {}
     try:
         port = int(hostvars.get(VAR_PORT, DEFAULT_PORT))

@@ -39,16 +39,6 @@ def _parallel(targets: list[Target], work: Callable[[Target], None]) -> None:
             list(pool.map(work, targets))
 
 
-def firmware_failure(findings: list[firmware.Finding], problems: tuple[str, ...]) -> str:
-    """Why a host's firmware or BIOS fails its pins: each finding, and what kept the BMC's
-    inventory from being read, if anything did (a pin it then cannot show is 'not reported')."""
-    why = ("its firmware and BIOS are not as its device type pins them: "
-           + "; ".join(map(str, findings)))
-    if problems:
-        why += f" (reading the BMC's inventory: {'; '.join(problems[:3])})"
-    return why + ": update them, or change the pins (racklift.firmware, racklift.bios) in NetBox"
-
-
 def check_firmware(run: ImageRun, targets: list[Target]) -> None:
     """Before anything is served or powered on: each host's firmware and BIOS against its
     device type's pins, read over Redfish, so wrong firmware fails in seconds, not after an
@@ -57,7 +47,7 @@ def check_firmware(run: ImageRun, targets: list[Target]) -> None:
     to its boot server, then apply_firmware."""
     def one(t: Target) -> None:
         pins = firmware.read(t.host.config)[0]  # the reader refused hosts whose pins are wrong
-        if not pins.firmware and not pins.bios:
+        if not pins.pinned:
             return
         read: list[BmcInventory] = []
         _bmc(run, t, "reading its firmware and BIOS",
@@ -66,12 +56,11 @@ def check_firmware(run: ImageRun, targets: list[Target]) -> None:
             return  # failed, saying why
         findings = firmware.compare(pins, read[0])
         if not findings:
-            run.note(t.name, f"firmware and BIOS as pinned ({len(pins.firmware)} components, "
-                             f"{len(pins.bios)} BIOS attributes)")
+            run.note(t.name, firmware.met(pins))
         elif not run.options.apply_firmware:
-            run.fail(t.name, firmware_failure(findings, read[0].problems))
+            run.fail(t.name, firmware.failure(findings, read[0].problems))
         elif why := _cannot_apply(run, plan := firmware.plan(pins, read[0])):
-            run.fail(t.name, f"{firmware_failure(findings, read[0].problems)}; --apply-firmware "
+            run.fail(t.name, f"{firmware.failure(findings, read[0].problems)}; --apply-firmware "
                              f"cannot: {why}")
         else:
             run.firmware_due[t.name] = (pins, plan)

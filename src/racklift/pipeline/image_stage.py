@@ -14,9 +14,10 @@ run they share, its errors, notes and playbook runs: racklift.pipeline.image_run
    to, `os_disk`; the device type's `hardware.boot_timeout`), the boot server: THE active
    device with role `boot-server` in the host's site (none or several is an error naming the
    site).
-   From the inventory (playbooks/image_hostvars.yml): BMC port, CA and credentials (vault or
-   environment), the SSH key Ansible uses (its .pub is authorized on the deployed host, or the
-   host var `racklift_authorized_keys`), and the boot id of a host that already runs.
+   From the inventory (playbooks/image_hostvars.yml, racklift.hostvars): BMC port, CA and
+   credentials (vault or environment), the SSH key Ansible uses (its .pub is authorized on the
+   deployed host, or the host var `racklift_authorized_keys`), and the boot id of a host that
+   already runs.
    Then, before anything is served: the firmware and BIOS pins over Redfish
    (racklift.pipeline.image_power). With --apply-firmware, a host off its pins is brought to
    them after step 2 instead (racklift.bmc.apply: its boot server serves the images), before
@@ -58,7 +59,6 @@ writes NetBox status and journal.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import replace
@@ -66,6 +66,7 @@ from pathlib import Path
 from typing import Any
 
 from racklift.errors import RackliftError
+from racklift.hostvars import DIRECTORY_VAR, written
 from racklift.imaging import deploy_data, diskimage, host_keys, installer, ramdisk
 from racklift.lifecycle.state import IMAGE_FIELD, Transition, apply
 from racklift.netbox.client import NetBox
@@ -147,20 +148,17 @@ def _resolve(run: ImageRun, hosts: list[ExpectedHost], image: diskimage.DiskImag
 def _hostvars(run: ImageRun, targets: list[Target], ident: str) -> tuple[list[Target],
                                                                      dict[str, str]]:
     """Targets with their inventory vars, and the boot ids of hosts that already run."""
-    result = run.playbook("image_hostvars.yml", [t.name for t in targets],
-                          f"image-hostvars-{ident}",
-                          {"racklift_image_secrets_dir": str(run.secrets)}, (BOOT_ID_TASK,),
+    names = [t.name for t in targets]
+    result = run.playbook("image_hostvars.yml", names, f"image-hostvars-{ident}",
+                          {DIRECTORY_VAR: str(run.secrets)}, (BOOT_ID_TASK,),
                           expected_to_fail=BOOT_ID_TASK)
     with_vars = []
-    for t in targets:
-        path = run.secrets / f"{t.name}.json"
-        if not path.exists():
-            run.fail(t.name, f"reading its inventory vars: {result.failed.get(t.name, '?')}")
-            continue
-        values = {k: v for k, v in json.loads(path.read_text()).items()
-                  if v not in (None, "", "None")}
-        path.unlink()
-        with_vars.append(replace(t, hostvars=values))
+    for t, values in zip(targets, written(run.secrets, names, result.failed).values(),
+                         strict=True):
+        if isinstance(values, str):
+            run.fail(t.name, f"reading its inventory vars: {values}")
+        else:
+            with_vars.append(replace(t, hostvars=values))
     boot_ids = {name: str(res["stdout"]).strip() for name, tasks in result.captured.items()
                 for task, res in tasks.items() if task == BOOT_ID_TASK and res.get("stdout")}
     return with_vars, boot_ids

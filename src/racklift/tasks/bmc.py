@@ -1,5 +1,6 @@
 """BMC tasks: what a BMC reports over Redfish, read as the gate reads it
-(racklift.bmc.inventory)."""
+(racklift.bmc.inventory): at a URL, or a NetBox device's BMC as the image stage and verify
+reach it."""
 
 from __future__ import annotations
 
@@ -8,22 +9,32 @@ from collections.abc import Mapping
 from typing import Any
 
 from invoke import task
+from invoke.exceptions import Exit
 from rich.table import Table
 from rich.text import Text
 
 from racklift.bmc import firmware
 from racklift.bmc.firmware import ALIASES
-from racklift.bmc.inventory import BmcInventory, read_inventory
+from racklift.bmc.inventory import BmcInventory
+from racklift.bmc.reading import read_bmcs, read_whole
 from racklift.bmc.redfish import (
+    ENV_CA_BUNDLE,
     ENV_PASSWORD,
     ENV_USERNAME,
+    NO_OOB_IP,
+    VAR_CA_BUNDLE,
+    VAR_PASSWORD,
+    VAR_USERNAME,
     BmcError,
     RedfishClient,
     credentials_for,
     endpoint_from_url,
 )
 from racklift.console import console, plain, print_json
-from racklift.tasks.common import operator_errors
+from racklift.hostvars import read_hostvars
+from racklift.netbox.client import NetBox
+from racklift.netbox.reader import Selection, read_hosts
+from racklift.tasks.common import connect, operator_errors
 
 
 def inventory_json(found: BmcInventory) -> dict[str, Any]:
@@ -87,30 +98,57 @@ def read_bmc(url: str, ca: str | None = None,
              environ: Mapping[str, str] = os.environ) -> BmcInventory:
     """The inventory of the BMC at `url`, with the credentials in the environment."""
     endpoint = endpoint_from_url(url, ca)
-    with RedfishClient(endpoint, credentials_for(endpoint.host, None, environ)) as client:
-        found = read_inventory(client.get)
-    if found.system is None and not found.firmware:
-        raise BmcError(f"nothing read from the BMC at {endpoint.url}: "
-                       f"{'; '.join(found.problems) or 'it lists no system'}")
-    return found
+    return read_whole(RedfishClient(endpoint, credentials_for(endpoint.host, None, environ)))
+
+
+def read_host_bmc(netbox: NetBox, host: str,
+                  environ: Mapping[str, str] = os.environ) -> BmcInventory:
+    """The inventory of a NetBox device's BMC, reached as the image stage and verify reach it:
+    at its OOB IP in NetBox, with the port, CA and credentials its Ansible vars give (vault;
+    the environment's where they give none)."""
+    found = read_hosts(netbox, Selection(names=(host,)))
+    if not found:
+        raise BmcError(f"{host}: no device of that name in NetBox (field name): give the name "
+                       "of a device NetBox has")
+    oob_ip = found[0].oob_ip
+    if not oob_ip:
+        raise BmcError(f"{host}: {NO_OOB_IP}")
+    got = read_bmcs({host: oob_ip}, read_hostvars([host], netbox.settings), environ)[host]
+    if isinstance(got, str):
+        raise BmcError(got)
+    return got
 
 
 @task(help={"url": "the BMC as http(s)://host[:port]; its credentials from "
-                   f"{ENV_USERNAME} and {ENV_PASSWORD}",
+                   f"{ENV_USERNAME} and {ENV_PASSWORD} (give --url or --host)",
+            "host": "a device's name in NetBox: its BMC at the device's OOB IP, with the "
+                    f"port, CA and credentials ({VAR_USERNAME}/{VAR_PASSWORD}, vault) from "
+                    f"its Ansible vars, else {ENV_USERNAME}/{ENV_PASSWORD}: as the image "
+                    "stage and verify reach it (give --url or --host)",
             "json": "print JSON on stdout instead of tables",
-            "ca": "the BMC's own CA certificate (PEM) for an https URL (default: the system's "
-                  "trust store)"})
-def inventory(c, url, json=False, ca=None):
+            "ca": "the BMC's own CA certificate (PEM) for an https --url (default: the "
+                  f"system's trust store); --host takes the host's {VAR_CA_BUNDLE} or "
+                  f"{ENV_CA_BUNDLE}"})
+def inventory(c, url=None, host=None, json=False, ca=None):
     """Show what a BMC reports over Redfish: the system's manufacturer, model, serial and power
     state, its network interfaces' MACs, the boot override and the values the BMC allows, the
     firmware inventory (each component's id, name and version, and which a pin of BMC, BIOS or
-    GPU is held to) and the BIOS attributes; what could not be read, and why, last."""
+    GPU is held to) and the BIOS attributes; what could not be read, and why, last.
+
+    The BMC at --url, or the BMC of the NetBox device --host, reached as the image stage and
+    verify reach it. Credentials never on the command line, never printed."""
+    if bool(url) == bool(host):
+        raise Exit("error: give the BMC as --url http(s)://host[:port], or a NetBox device as "
+                   "--host NAME: one of them", code=2)
+    if host and ca:
+        raise Exit(f"error: --ca is for --url: with --host the BMC's CA comes from the host's "
+                   f"vars ({VAR_CA_BUNDLE}) or {ENV_CA_BUNDLE}", code=2)
     with operator_errors():
-        found = read_bmc(url, ca)
+        found = read_bmc(url, ca) if url else read_host_bmc(connect(), host)
     if json:
         print_json(inventory_json(found))
         return
-    for table in inventory_tables(found, url):
+    for table in inventory_tables(found, url or host):
         console.print(table)
     for problem in found.problems:
         console.print(plain(f"not read: {problem}", style="yellow"))

@@ -1,5 +1,7 @@
-"""What a health check returns, shared by the checks in health and containers. A check that
-could not run is UNKNOWN, and UNKNOWN never counts as passing."""
+"""What a check returns, shared by the checks in health, containers and firmware_pins. A check
+that could not run is UNKNOWN, and UNKNOWN never counts as passing. A check that did not apply
+to the host for a reason the operator can fix (it lacks what the check needs: a BMC address) is
+NOT CHECKED, saying why and what to do: neither a pass nor a failure."""
 
 from __future__ import annotations
 
@@ -10,7 +12,13 @@ from racklift.facts.host import HostFacts
 from racklift.netbox.expected import ExpectedHost
 
 OK, WARNING, CRITICAL, UNKNOWN = "OK", "WARNING", "CRITICAL", "UNKNOWN"
+NOT_CHECKED = "NOT CHECKED"
 PASSING = (OK, WARNING)
+
+
+def failing(status: str) -> bool:
+    """Whether a check with this status keeps its host out: all but a pass and NOT CHECKED."""
+    return status not in (*PASSING, NOT_CHECKED)
 
 
 @dataclass(frozen=True)

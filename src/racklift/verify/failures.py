@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from racklift.lifecycle.result import Failure, text
-from racklift.verify.check import PASSING
+from racklift.verify.check import failing
 from racklift.verify.mismatch import CRITICAL
 
 
@@ -29,5 +29,5 @@ def verdict_failures(verdict: Mapping[str, Any]) -> list[Failure]:
         out.append(Failure("collection", verdict["error"], "the host's facts", "-"))
     out += mismatch_failures(verdict["mismatches"])
     out += [Failure(c["name"], f"{c['status']}: {c['detail']}", "OK", "-")
-            for c in verdict["checks"] if c["status"] not in PASSING]
+            for c in verdict["checks"] if failing(c["status"])]
     return out

@@ -1,5 +1,6 @@
-"""verify, end to end: select hosts in NetBox, collect their facts into a support bundle,
-compare and check on the controller, record the verdicts.
+"""verify, end to end: select hosts in NetBox, collect their facts into a support bundle, read
+the BMCs of hosts whose device type pins firmware or BIOS, compare and check on the controller,
+record the verdicts.
 
 What a host sends is its word, and a pool host may be compromised: from its collector's output
 to its verdict, nothing it sent may end the run for the other hosts. Each host's document is
@@ -17,16 +18,21 @@ from pathlib import Path
 from typing import Any
 
 from racklift.ansible import HostEvent, run_playbook, script
+from racklift.bmc.inventory import BmcInventory
+from racklift.bmc.reading import read_bmcs
 from racklift.errors import RackliftError
 from racklift.facts import bundle as bundles
 from racklift.facts.host import HostFacts, from_bundle
+from racklift.hostvars import read_hostvars
 from racklift.netbox.bootstrap import bootstrap
 from racklift.netbox.client import NetBox
 from racklift.netbox.expected import ExpectedHost
 from racklift.netbox.reader import Selection, read_hosts
 from racklift.runs import new_run_dir
 from racklift.verify.acceptance import asks_acceptance
+from racklift.verify.check import CheckResult
 from racklift.verify.direct_collect import COLLECT_TASK, CONTAINER_CHECK_TASK, collect_direct
+from racklift.verify.firmware_pins import asks_bmc, firmware_pins
 from racklift.verify.reach import reach
 from racklift.verify.record_cables import record_cables
 from racklift.verify.record_serials import record_serials
@@ -82,20 +88,22 @@ def host_bundle(host: str, stdout: Any,
         return f"{host}: the collector's document could not be read: {type(exc).__name__}: {exc}"
 
 
-def judge_bundle(expected: ExpectedHost,
-                 bundle: bundles.Bundle) -> tuple[HostVerdict, HostFacts | None]:
-    """The host's verdict from its bundle, and its facts (None when they could not be judged).
-    Never raises: an exception fails this host alone, with an error naming it and, where a
-    parser failed, the output."""
+def judge_bundle(expected: ExpectedHost, bundle: bundles.Bundle,
+                 controller_checks: tuple[CheckResult, ...] = (),
+                 ) -> tuple[HostVerdict, HostFacts | None]:
+    """The host's verdict from its bundle and what the controller checked of it itself
+    (`controller_checks`), and its facts (None when they could not be judged). Never raises: an
+    exception fails this host alone, with an error naming it and, where a parser failed, the
+    output."""
     try:
         facts = from_bundle(bundle)
-        return judge(expected, facts), facts
+        return judge(expected, facts, controller_checks), facts
     except Exception as exc:
         # racklift's own errors are written for the operator (host.py's names the output);
         # anything else is a racklift bug meeting the host's data, told by its type.
         why = str(exc) if isinstance(exc, RackliftError) else f"{type(exc).__name__}: {exc}"
         error = f"{expected.name}: its facts could not be judged: {why}"
-        return not_verified(expected, error), None
+        return not_verified(expected, error, controller_checks), None
 
 
 def collect(netbox: NetBox, hosts: list[ExpectedHost], bundle_dir: Path, *,
@@ -146,6 +154,33 @@ def collect(netbox: NetBox, hosts: list[ExpectedHost], bundle_dir: Path, *,
     return out
 
 
+def read_pinned_bmcs(netbox: NetBox, hosts: list[ExpectedHost], *,
+                     artifacts: Path | None = None, ident: str = "hostvars",
+                     extravars: Mapping[str, Any] | None = None,
+                     on_event: Callable[[HostEvent], None] | None = None,
+                     progress: Callable[[str], None] = lambda _: None,
+                     ) -> dict[str, BmcInventory | str]:
+    """The BMC inventory of each host whose device type pins firmware or BIOS and whose BMC
+    NetBox has an address for (firmware_pins.asks_bmc), read over Redfish in parallel with the
+    BMC settings and credentials from the host's Ansible vars, as the image stage gets them
+    (racklift.hostvars); or why it could not be read. Nothing is run where no host asks."""
+    oob_ips = {h.name: h.oob_ip for h in hosts if asks_bmc(h)}
+    if not oob_ips:
+        return {}
+    progress(f"reading the firmware and BIOS of {len(oob_ips)} hosts from their BMCs")
+    hostvars = read_hostvars(list(oob_ips), netbox.settings, extravars=extravars,
+                             artifacts=artifacts, ident=ident, on_event=on_event)
+    return read_bmcs(oob_ips, hostvars)
+
+
+def controller_checks(host: ExpectedHost,
+                      bmcs: dict[str, BmcInventory | str]) -> tuple[CheckResult, ...]:
+    """What the controller checks of a host itself, not from its facts: its firmware and BIOS
+    where its device type pins them (`bmcs`: read_pinned_bmcs's)."""
+    check = firmware_pins(host, bmcs)
+    return (check,) if check else ()
+
+
 @dataclass(frozen=True)
 class VerifyRun:
     verdicts: list[HostVerdict]
@@ -172,19 +207,24 @@ def gate(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *, write: boo
     collected = (collect(netbox, reachable, run_dir / "bundles", artifacts=run_dir / "ansible",
                          ident=ident, container_check=True, extravars=extravars,
                          on_event=on_event, collector=collector) if reachable else {})
+    bmcs = read_pinned_bmcs(netbox, reachable, artifacts=run_dir / "ansible",
+                            ident=f"{ident}-hostvars", extravars=extravars, on_event=on_event,
+                            progress=progress)
+    judged = {h.name for h in reachable}
     verdicts = []
     observed = []
     for host in hosts:
         got = collected.get(host.name)
+        checks = controller_checks(host, bmcs) if host.name in judged else ()
         if host.status not in VERIFIED:
             verdicts.append(skipped(host))
         elif isinstance(got, bundles.Bundle):
-            verdict, facts = judge_bundle(host, got)
+            verdict, facts = judge_bundle(host, got, checks)
             verdicts.append(replace(verdict, admit=admit(host)))
             if facts is not None:
                 observed.append((host, facts))
         else:
-            verdicts.append(not_verified(host, got))
+            verdicts.append(not_verified(host, got, checks))
     if write:
         # Read once, right before writing: collecting took a while, and NetBox may have moved
         # on. What was observed is written under the same holds as the verdicts.

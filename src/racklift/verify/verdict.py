@@ -4,13 +4,14 @@ verdict lists every mismatch and failed check. Recording it in NetBox is record_
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from racklift.facts.host import HostFacts
 from racklift.netbox.expected import ExpectedHost, Problem
 from racklift.text import journal_line
-from racklift.verify.check import PASSING, CheckResult
+from racklift.verify.check import NOT_CHECKED, PASSING, WARNING, CheckResult, failing
 from racklift.verify.compare import CRITICAL, Mismatch, compare
 from racklift.verify.health import run_checks
 
@@ -49,18 +50,20 @@ class HostVerdict:
         if self.error:
             lines.append(f"collection: {self.error}")
         lines += [str(m) for m in self.mismatches if m.severity == CRITICAL]
-        lines += [str(c) for c in self.checks if c.status not in PASSING]
+        lines += [str(c) for c in self.checks if failing(c.status)]
         return lines
 
     @property
     def warnings(self) -> list[str]:
+        """What does not keep the host out but is told: non-critical mismatches, checks that
+        warn, and checks NOT CHECKED (why, and what to do)."""
         return ([str(m) for m in self.mismatches if m.severity != CRITICAL]
-                + [str(c) for c in self.checks if c.status == "WARNING"])
+                + [str(c) for c in self.checks if c.status in (WARNING, NOT_CHECKED)])
 
     @property
     def passed(self) -> bool:
-        # Nothing is admitted on partial evidence: no checks run means no pass.
-        return not self.failures and bool(self.checks)
+        # Nothing is admitted on partial evidence: no check passed means no pass.
+        return not self.failures and any(c.status in PASSING for c in self.checks)
 
     @property
     def failed(self) -> bool:
@@ -73,19 +76,24 @@ class HostVerdict:
         return data
 
 
-def judge(expected: ExpectedHost, facts: HostFacts) -> HostVerdict:
+def judge(expected: ExpectedHost, facts: HostFacts,
+          controller_checks: Sequence[CheckResult] = ()) -> HostVerdict:
+    """`controller_checks`: what the controller checked of the host itself, not from its facts
+    (its BMC's firmware and BIOS: racklift.verify.firmware_pins)."""
     return HostVerdict(expected.name, expected.netbox_id, expected.status,
                        mismatches=tuple(compare(expected, facts)),
-                       checks=tuple(run_checks(expected, facts)),
+                       checks=(*run_checks(expected, facts), *controller_checks),
                        problems=expected.problems, not_collected=facts.not_collected,
                        rack=expected.rack, position=expected.position)
 
 
-def not_verified(expected: ExpectedHost, error: str | None) -> HostVerdict:
-    """A host that could not be looked at: incomplete record, or unreachable."""
+def not_verified(expected: ExpectedHost, error: str | None,
+                 controller_checks: Sequence[CheckResult] = ()) -> HostVerdict:
+    """A host that could not be looked at: incomplete record, or unreachable; with what the
+    controller checked of it all the same (see `judge`)."""
     return HostVerdict(expected.name, expected.netbox_id, expected.status,
-                       problems=expected.problems, error=error, rack=expected.rack,
-                       position=expected.position)
+                       checks=tuple(controller_checks), problems=expected.problems,
+                       error=error, rack=expected.rack, position=expected.position)
 
 
 def skipped(expected: ExpectedHost) -> HostVerdict:

@@ -8,7 +8,13 @@ from __future__ import annotations
 import pytest
 
 from racklift.bmc import firmware
-from racklift.bmc.apply import needs_reboot, settings_request, simple_update_target, task_outcome
+from racklift.bmc.apply import (
+    needs_reboot,
+    settings_request,
+    simple_update_target,
+    task_outcome,
+    update_body,
+)
 from racklift.bmc.inventory import read_inventory
 from redfish_trees import DELL, DGX, GIGABYTE, HPE, LENOVO, OPENBMC, SUPERMICRO, Tree
 
@@ -76,13 +82,13 @@ def test_bad_image_pins_name_the_field_and_are_left_out(images, field, says):
     assert says in problems[0].message
 
 
-# What each real BMC offers: (SimpleUpdate's path, whether it lists TransferProtocol) or None
+# What each real BMC offers: (SimpleUpdate's path, whether it lists TransferProtocol inline) or None
 # where it has no SimpleUpdate; the BIOS settings object and whether it applies OnReset.
 OFFERS = {
     DELL: (("/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate", True),
            "/redfish/v1/Systems/System.Embedded.1/Bios/Settings", True),
     HPE: (("/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate", True),
-          "/redfish/v1/systems/1/bios/settings", False),
+          "/redfish/v1/systems/1/bios/settings/", False),  # as iLO writes it
     LENOVO: (("/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate", True),
              "/redfish/v1/Systems/1/Bios/Pending", True),
     SUPERMICRO: (("/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate", False),
@@ -105,7 +111,11 @@ def test_the_requests_racklift_sends_are_those_each_real_bmc_offers(tree):
         with pytest.raises(ValueError, match=r"offers no UpdateService\.SimpleUpdate"):
             simple_update_target(service)
     else:
-        assert simple_update_target(service) == update
+        action = simple_update_target(service)
+        assert (action.target, bool(action.protocols)) == update
+        body = update_body("http://10.16.0.2/firmware/a.bin", action.protocols)
+        assert body["ImageURI"] == "http://10.16.0.2/firmware/a.bin"
+        assert ("TransferProtocol" in body) is update[1]
     system_path = get("/redfish/v1/Systems")["Members"][0]["@odata.id"]
     bios_path = get(system_path)["Bios"]["@odata.id"].rstrip("/")
     path, body = settings_request(bios_path, get(bios_path), {"ProcTurboMode": "Disabled"})
@@ -115,10 +125,11 @@ def test_the_requests_racklift_sends_are_those_each_real_bmc_offers(tree):
 
 
 def test_an_update_action_that_takes_no_http_or_points_elsewhere_is_refused():
+    action = simple_update_target({"Actions": {"#UpdateService.SimpleUpdate": {
+        "target": "/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate",
+        "TransferProtocol@Redfish.AllowableValues": ["NFS", "CIFS"]}}})
     with pytest.raises(ValueError, match="takes images by NFS, CIFS, not HTTP"):
-        simple_update_target({"Actions": {"#UpdateService.SimpleUpdate": {
-            "target": "/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate",
-            "TransferProtocol@Redfish.AllowableValues": ["NFS", "CIFS"]}}})
+        update_body("http://b/firmware/x", action.protocols)
     with pytest.raises(ValueError, match="not followed"):
         simple_update_target({"Actions": {"#UpdateService.SimpleUpdate": {
             "target": "https://elsewhere.example/update"}}})

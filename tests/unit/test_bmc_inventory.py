@@ -19,12 +19,11 @@ from hypothesis import strategies as st
 from racklift.bmc.inventory import (
     MAX_ATTRIBUTE_VALUE,
     MAX_TEXT,
-    ROOT,
     FirmwareComponent,
-    check_link,
     normalize_mac,
     read_inventory,
 )
+from racklift.bmc.links import ROOT, check_link
 from redfish_trees import DELL, DGX, GIGABYTE, HPE, LENOVO, OPENBMC, SUPERMICRO, TREES, Tree
 
 

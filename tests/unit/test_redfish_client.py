@@ -312,6 +312,53 @@ def test_a_reset_type_the_bmc_does_not_offer_is_refused_before_sending(standin, 
     assert all(method != "POST" for method, _, _ in standin.received)
 
 
+def _with_reset(action: dict) -> dict:
+    system = json.loads(json.dumps(IDRAC_SYSTEM))
+    system["Actions"]["#ComputerSystem.Reset"] = action
+    return system
+
+
+RESET = "/redfish/v1/Systems/System.Embedded.1/Actions/ComputerSystem.Reset"
+RESET_INFO = "/redfish/v1/Systems/System.Embedded.1/ResetActionInfo"
+
+
+def test_reset_types_listed_only_in_an_action_info_are_read_from_it(standin, tls):
+    """Supermicro, the DGX's AMI BMC, Gigabyte and OpenBMC list their reset types in the
+    action's @Redfish.ActionInfo, not inline."""
+    standin.resources[IDRAC_SYSTEM["@odata.id"]] = _with_reset(
+        {"target": RESET, "@Redfish.ActionInfo": RESET_INFO})
+    standin.resources[RESET_INFO] = {"Parameters": [
+        {"Name": "Other", "AllowableValues": ["GracefulReboot"]},
+        {"Name": "ResetType", "AllowableValues": ["On", "ForceOff", "ForceRestart", 7]}]}
+    client = _client(standin, tls[0], [])
+    with pytest.raises(BmcError, match="does not offer ResetType GracefulReboot") as caught:
+        client.reset("GracefulReboot")
+    assert "use one it offers: On, ForceOff, ForceRestart" in str(caught.value)
+    client.reset("ForceRestart")
+    assert standin.received[-1] == ("POST", RESET, {"ResetType": "ForceRestart"})
+
+
+def test_an_action_info_that_cannot_be_read_or_is_elsewhere_leaves_the_choice_to_the_bmc(
+        standin, tls):
+    for info in ("/redfish/v1/Systems/System.Embedded.1/Missing", "https://elsewhere/info"):
+        standin.resources[IDRAC_SYSTEM["@odata.id"]] = _with_reset(
+            {"target": RESET, "@Redfish.ActionInfo": info})
+        standin.received.clear()
+        _client(standin, tls[0], []).reset("GracefulReboot")
+        assert standin.received[-1] == ("POST", RESET, {"ResetType": "GracefulReboot"})
+        assert all("elsewhere" not in path for _, path, _ in standin.received)
+
+
+@pytest.mark.parametrize("target", ["https://elsewhere.example/reset", "/redfish/v1/../admin",
+                                    "//elsewhere/reset", 3])
+def test_a_reset_target_that_is_not_a_path_on_the_bmc_is_never_posted(standin, tls, target):
+    standin.resources[IDRAC_SYSTEM["@odata.id"]] = _with_reset(
+        {"target": target, "ResetType@Redfish.AllowableValues": ["On"]})
+    with pytest.raises(BmcError, match=r"#ComputerSystem\.Reset target"):
+        _client(standin, tls[0], []).reset("On")
+    assert all(method != "POST" for method, _, _ in standin.received)
+
+
 def test_503_with_retry_after_is_honoured_then_succeeds(standin, tls):
     waits: list[float] = []
     standin.script = [(503, {"Retry-After": "3"}, None), (502, {}, None)]

@@ -27,11 +27,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from racklift.bmc import firmware
-from racklift.bmc.inventory import check_link, read_inventory
-from racklift.bmc.redfish import BmcError, RedfishClient
+from racklift.bmc.inventory import read_inventory
+from racklift.bmc.links import as_given, check_link
+from racklift.bmc.redfish import BmcError, RedfishClient, allowable
 from racklift.errors import RackliftError
 from racklift.paths import state_dir
 from racklift.text import printable
@@ -97,18 +98,30 @@ def task_outcome(status: int, payload: Mapping[str, Any] | None) -> str | None:
     return None
 
 
-def simple_update_target(service: Mapping[str, Any]) -> tuple[str, bool]:
-    """The SimpleUpdate action's path, and whether it wants TransferProtocol HTTP said."""
+class SimpleUpdate(NamedTuple):
+    target: str  # the action's path, as the BMC gives it
+    protocols: tuple[str, ...]  # TransferProtocol's allowable values; empty: not said inline
+    action_info: str | None  # where the BMC lists its parameters instead (checked)
+
+
+def simple_update_target(service: Mapping[str, Any]) -> SimpleUpdate:
+    """UpdateService's SimpleUpdate action: where to POST, and what it says of its parameters."""
     action = (service.get("Actions") or {}).get(SIMPLE_UPDATE)
     if not isinstance(action, dict):
         raise ValueError("offers no UpdateService.SimpleUpdate action")
-    path, why = check_link(action.get("target"))
+    path, why = as_given(action.get("target"))
     if path is None:
         raise ValueError(f"names a SimpleUpdate target that is not followed: it {why}")
-    protocols = action.get("TransferProtocol@Redfish.AllowableValues")
-    if isinstance(protocols, list) and "HTTP" not in protocols:
-        raise ValueError(f"takes images by {', '.join(map(str, protocols[:8]))}, not HTTP")
-    return path, isinstance(protocols, list)
+    return SimpleUpdate(path, allowable(action.get("TransferProtocol@Redfish.AllowableValues")),
+                        check_link(action.get("@Redfish.ActionInfo"))[0])
+
+
+def update_body(url: str, protocols: tuple[str, ...]) -> dict[str, str]:
+    """SimpleUpdate's body: the image's URL, and TransferProtocol HTTP where the BMC lists the
+    protocols it takes (Dell, HPE, Lenovo); a BMC that lists them without HTTP is refused."""
+    if protocols and "HTTP" not in protocols:
+        raise ValueError(f"takes images by {', '.join(protocols[:8])}, not HTTP")
+    return {"ImageURI": url, **({"TransferProtocol": "HTTP"} if protocols else {})}
 
 
 def settings_request(bios_path: str, bios: Mapping[str, Any],
@@ -118,7 +131,7 @@ def settings_request(bios_path: str, bios: Mapping[str, Any],
     settings = settings if isinstance(settings, dict) else {}
     link = (settings.get("SettingsObject") or {}).get("@odata.id") \
         if isinstance(settings.get("SettingsObject"), dict) else None
-    path, why = check_link(link) if link is not None else (f"{bios_path}/Settings", "")
+    path, why = as_given(link) if link is not None else (f"{bios_path}/Settings", "")
     if path is None:
         raise ValueError(f"names a BIOS settings object that is not followed: it {why}")
     body: dict[str, Any] = {"Attributes": dict(attributes)}
@@ -146,18 +159,19 @@ class _Apply:
     def update(self, update: firmware.Update, url: str) -> None:
         what = f"firmware {update.name}"
         try:
-            target, say_protocol = simple_update_target(self.bmc.get(UPDATE_SERVICE))
+            action = simple_update_target(self.bmc.get(UPDATE_SERVICE))
+            body = update_body(url, action.protocols or self.bmc.action_info(
+                action.action_info, "TransferProtocol"))
         except ValueError as exc:
             raise self.fail(f"{what}: the BMC {exc}: update it with the vendor's tool, or "
                             "remove its image from the pins") from None
-        body = {"ImageURI": url, **({"TransferProtocol": "HTTP"} if say_protocol else {})}
-        answer = self.bmc.send("POST", target, body, f"starting the update of {what}",
+        answer = self.bmc.send("POST", action.target, body, f"starting the update of {what}",
                                repeatable=False)
         link = answer.location or ((answer.payload or {}).get("@odata.id")
                                    if (answer.payload or {}).get("TaskState") else None)
         how = f"image {url}"
         if link is not None:
-            monitor, why = check_link(link)
+            monitor, why = as_given(link)
             if monitor is None:
                 raise self.fail(f"{what}: the BMC's task link {why}; the update may run: see "
                                 "the BMC's task list")

@@ -64,18 +64,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from racklift.bmc.redfish import BOOT_KEYS, BootOverride
+from racklift.bmc.links import MAX_LINK, ROOT, check_link
+from racklift.bmc.redfish import BOOT_KEYS, MAX_ALLOWABLE, BootOverride
 from racklift.text import printable
 
-ROOT = "/redfish/v1"
 MAX_MEMBERS = 256  # members read from one collection
 MAX_REQUESTS = 1024  # GETs in one reading
-MAX_LINK = 512  # characters of a link followed
 MAX_TEXT = 256  # characters of a string kept
 MAX_ATTRIBUTES = 4096  # BIOS attributes kept (a Dell R750 has 455)
 MAX_ATTRIBUTE_NAME = 128
 MAX_ATTRIBUTE_VALUE = 8192  # characters of a BIOS attribute's text (AMI's MAPIDS: 5,841)
-MAX_ALLOWABLE = 64  # allowable values kept of each (Redfish defines 16 boot targets)
 MAX_PROBLEMS = 200
 
 Scalar = str | int | float | bool | None
@@ -107,50 +105,6 @@ class BmcInventory:
     bmc_image: str | None = None
     bios_image: str | None = None
     problems: tuple[str, ...] = ()  # why something is unknown or left out
-
-
-# ---------------------------------------------------------------------------------------------
-# Links
-
-_ESCAPE = re.compile(r"%(.{0,2})", re.DOTALL)
-
-
-def _bad_escape(value: str) -> bool:
-    """A percent-escape that is malformed or stands for a separator (. / \\ ? #), a percent
-    sign (a double escape), a space, a control character or anything not ASCII."""
-    for match in _ESCAPE.finditer(value):
-        digits = match.group(1)
-        if not re.fullmatch(r"[0-9A-Fa-f]{2}", digits):
-            return True
-        char = chr(int(digits, 16))
-        if char in "./\\?#%" or not 0x20 < ord(char) < 0x7F:
-            return True
-    return False
-
-
-def check_link(value: object, within: str = ROOT) -> tuple[str | None, str]:
-    """(path, "") for a link that may be followed: a path under /redfish/v1 and under
-    `within` (ignoring case), without a trailing slash; else (None, why not)."""
-    if not isinstance(value, str):
-        return None, f"is {type(value).__name__}, not a link"
-    if len(value) > MAX_LINK:
-        return None, f"is a link of {len(value)} characters (at most {MAX_LINK} followed)"
-    shown = printable(value)
-    if not value.isascii() or any(not c.isprintable() or c.isspace() for c in value):
-        return None, f"'{shown}' has control characters, spaces or characters not ASCII"
-    if not value.startswith("/") or value.startswith("//"):
-        return None, f"'{shown}' is not a path on this BMC (only {ROOT} is followed)"
-    if "\\" in value or "?" in value or "#" in value or _bad_escape(value):
-        return None, f"'{shown}' has a backslash, query, fragment or escaped separator"
-    path = value.rstrip("/")
-    segments = path.split("/")[1:]
-    if any(s in ("", ".", "..") for s in segments):
-        return None, f"'{shown}' has an empty, '.' or '..' segment"
-    if path != ROOT and not path.startswith(ROOT + "/"):
-        return None, f"'{shown}' is not under {ROOT}"
-    if within != ROOT and not path.lower().startswith(within.lower() + "/"):
-        return None, f"'{shown}' is not under {within}"
-    return path, ""
 
 
 def normalize_mac(value: str) -> str | None:

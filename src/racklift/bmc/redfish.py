@@ -51,6 +51,7 @@ from urllib.parse import urlsplit
 import requests
 import urllib3
 
+from racklift.bmc.links import as_given, check_link
 from racklift.errors import RackliftError
 from racklift.text import printable
 
@@ -88,6 +89,7 @@ BOOT_TARGETS = ("None", "Pxe", "Floppy", "Cd", "Usb", "Hdd", "BiosSetup", "Utili
                 "UefiShell", "UefiTarget", "SDCard", "UefiHttp", "RemoteDrive", "UefiBootNext",
                 "Recovery")
 SESSIONS = "/redfish/v1/SessionService/Sessions"
+MAX_ALLOWABLE = 64  # allowable values kept of each (Redfish defines 16 boot targets)
 BOOT_ENABLED = ("Disabled", "Once", "Continuous")
 BOOT_MODES = ("UEFI", "Legacy")
 BOOT_KEYS = ("Target", "Enabled", "Mode")  # BootSourceOverride<key>, in BootOverride's order
@@ -222,7 +224,8 @@ class BootOverride:
 @dataclass(frozen=True)
 class ResetAction:
     target: str
-    allowed: tuple[str, ...]  # empty: the BMC does not say
+    allowed: tuple[str, ...]  # empty: the BMC does not say here
+    action_info: str | None = None  # where it says it instead (@Redfish.ActionInfo), checked
 
 
 def parse_members(payload: Mapping[str, Any]) -> list[str]:
@@ -239,10 +242,29 @@ def parse_power_state(payload: Mapping[str, Any]) -> str:
 
 def parse_reset_action(payload: Mapping[str, Any]) -> ResetAction:
     action = (payload.get("Actions") or {}).get("#ComputerSystem.Reset")
-    if not action or "target" not in action:
+    if not isinstance(action, dict) or "target" not in action:
         raise ValueError("the system offers no #ComputerSystem.Reset action")
-    return ResetAction(action["target"],
-                       tuple(action.get("ResetType@Redfish.AllowableValues") or ()))
+    target, why = as_given(action["target"])
+    if target is None:
+        raise ValueError(f"its #ComputerSystem.Reset target {why}")
+    info = check_link(action.get("@Redfish.ActionInfo"))[0]
+    return ResetAction(target, allowable(action.get("ResetType@Redfish.AllowableValues")), info)
+
+
+def allowable(values: Any) -> tuple[str, ...]:
+    """An AllowableValues list as a BMC gives it: its strings, at most MAX_ALLOWABLE."""
+    return tuple(v for v in values if isinstance(v, str))[:MAX_ALLOWABLE] \
+        if isinstance(values, list) else ()
+
+
+def parse_action_info(payload: Mapping[str, Any], parameter: str) -> tuple[str, ...]:
+    """The values an ActionInfo resource allows for one of its action's parameters (DSP0266:
+    Parameters[].Name, .AllowableValues); empty where it does not say."""
+    found = payload.get("Parameters")
+    for entry in found if isinstance(found, list) else ():
+        if isinstance(entry, dict) and entry.get("Name") == parameter:
+            return allowable(entry.get("AllowableValues"))
+    return ()
 
 
 def parse_boot(payload: Mapping[str, Any]) -> BootOverride:
@@ -534,11 +556,23 @@ class RedfishClient:
             action = parse_reset_action(self.system())
         except ValueError as exc:
             raise self._fail(operation, str(exc), "check the BMC's firmware") from None
-        if action.allowed and reset_type not in action.allowed:
+        allowed = action.allowed or self.action_info(action.action_info, "ResetType")
+        if allowed and reset_type not in allowed:
             raise self._fail(operation, f"does not offer ResetType {reset_type}",
-                             f"use one it offers: {', '.join(action.allowed)}")
+                             f"use one it offers: {', '.join(allowed)}")
         self._request("POST", action.target, operation, {"ResetType": reset_type})
         log.info("%s: reset %s sent", self.endpoint.host, reset_type)
+
+    def action_info(self, path: str | None, parameter: str) -> tuple[str, ...]:
+        """What an action's ActionInfo allows for `parameter`; empty where there is none, or it
+        cannot be read (the BMC then judges the request itself, as where it lists nothing)."""
+        if path is None:
+            return ()
+        try:
+            return parse_action_info(self._get(path, f"reading {path}"), parameter)
+        except BmcError as exc:
+            log.info("%s: %s", self.endpoint.host, exc)
+            return ()
 
     def boot_override(self) -> BootOverride:
         return parse_boot(self.system())

@@ -16,6 +16,7 @@ from racklift.bmc.apply import (
     update_body,
 )
 from racklift.bmc.inventory import read_inventory
+from racklift.bmc.redfish import parse_action_info, parse_reset_action
 from redfish_trees import DELL, DGX, GIGABYTE, HPE, LENOVO, OPENBMC, SUPERMICRO, Tree
 
 DELL_INVENTORY = read_inventory(Tree(DELL))
@@ -157,3 +158,39 @@ def test_an_update_action_that_takes_no_http_or_points_elsewhere_is_refused():
 ])
 def test_a_task_is_read_as_running_done_or_failed(status, payload, outcome):
     assert task_outcome(status, payload) == outcome
+
+
+# What each real BMC allows where racklift asks: ResetType (inline or in its ActionInfo), and
+# SimpleUpdate's TransferProtocol the same way. HTTP is how racklift's boot server serves
+# images; every BMC with a SimpleUpdate takes it.
+ALLOWS = {
+    DELL: ({"On", "ForceOff", "ForceRestart", "GracefulShutdown", "PowerCycle"}, True),
+    HPE: ({"On", "ForceOff", "ForceRestart", "GracefulShutdown"}, True),
+    LENOVO: ({"On", "ForceOn", "ForceOff", "ForceRestart"}, True),
+    SUPERMICRO: ({"On", "ForceOn", "ForceOff", "ForceRestart", "PowerCycle"}, True),
+    DGX: ({"On", "ForceOff", "ForceRestart", "GracefulShutdown"}, True),
+    GIGABYTE: ({"On", "ForceOff", "ForceRestart", "GracefulShutdown"}, True),
+    OPENBMC: ({"On", "ForceOn", "ForceOff", "ForceRestart", "PowerCycle"}, None),
+}
+
+
+@pytest.mark.parametrize("tree", list(ALLOWS), ids=lambda t: t.name)
+def test_the_reset_types_and_protocol_racklift_uses_are_allowed_by_each_real_bmc(tree):
+    get = Tree(tree)
+    resets, http = ALLOWS[tree]
+    system = get(get("/redfish/v1/Systems")["Members"][0]["@odata.id"])
+    action = parse_reset_action(system)
+    allowed = action.allowed or parse_action_info(get(action.action_info), "ResetType")
+    assert resets <= set(allowed)
+    # What the image stage and --apply-firmware send: On, ForceOff, ForceRestart.
+    assert {"On", "ForceOff", "ForceRestart"} <= set(allowed)
+    service = get("/redfish/v1/UpdateService")
+    if http is None:
+        with pytest.raises(ValueError):
+            simple_update_target(service)
+        return
+    update = simple_update_target(service)
+    protocols = update.protocols or parse_action_info(get(update.action_info),
+                                                       "TransferProtocol")
+    assert "HTTP" in protocols
+    assert update_body("http://b/firmware/x", protocols)["TransferProtocol"] == "HTTP"

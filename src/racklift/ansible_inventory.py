@@ -15,8 +15,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from racklift.bmc import firmware
 from racklift.netbox.client import NetBox, NetBoxSettings
-from racklift.netbox.desired import role_vars
+from racklift.netbox.desired import DesiredState, role_vars
 from racklift.netbox.expected import InventoryHost
 from racklift.netbox.identity import has_identity
 from racklift.netbox.inventory_hosts import build_inventory_hosts, read_inventory_hosts
@@ -42,6 +43,14 @@ def host_groups(host: InventoryHost) -> list[str]:
     return groups
 
 
+def desired_vars(state: DesiredState, config: Any) -> dict[str, Any]:
+    """`racklift_desired`: the desired state's part for the node roles, and the HCA firmware
+    the ofed role checks on the host, which the firmware pins hold (racklift.firmware.HCA)."""
+    desired = role_vars(state)
+    desired["ofed"]["hca_firmware_version"] = firmware.host_version(firmware.read(config)[0])
+    return desired
+
+
 def host_vars(host: InventoryHost) -> dict[str, Any]:
     variables: dict[str, Any] = {
         "netbox_id": host.netbox_id,
@@ -57,7 +66,7 @@ def host_vars(host: InventoryHost) -> dict[str, Any]:
     # None where the context does not parse: without racklift_desired the roles' variables
     # are undefined, so a play on that host stops instead of configuring it from defaults.
     if host.desired is not None:
-        variables["racklift_desired"] = role_vars(host.desired)
+        variables["racklift_desired"] = desired_vars(host.desired, host.config)
     if host.address:
         variables["ansible_host"] = host.address
     return variables

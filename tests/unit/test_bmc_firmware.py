@@ -16,14 +16,18 @@ from racklift.bmc.firmware import (
     ALIASES,
     NOT_REPORTED,
     NOT_RUNNING,
+    ApplyPlan,
     Finding,
     Pins,
     by_alias,
     compare,
     components,
+    host_version,
     parse,
+    plan,
     read,
     running,
+    version_of,
 )
 from racklift.bmc.inventory import BmcInventory, read_inventory
 from racklift.bmc.redfish import DISK_BOOT, NETWORK_BOOT, disk_boot_enabled
@@ -204,6 +208,36 @@ def test_a_component_the_bmc_does_not_report_is_a_failure():
     assert [f.found for f in compare(pins(DELL), BmcInventory())] == [NOT_REPORTED] * 7
 
 
+# Each real BMC's ConnectX adapters, as the host's ibv_devinfo would print their firmware.
+HCAS = {DELL: ["20.31.1014", "20.31.1014", "24.40.1000"],  # Dell writes 20.31.10.14
+        HPE: ["20.29.1016", "20.29.1016"],  # the BlueField-2 DPU is no HCA
+        SUPERMICRO: ["28.37.1014"] * 8}  # 8x MCX75310AAS-NEAT (ConnectX-7), not the BlueField
+
+
+@pytest.mark.parametrize("tree", [DELL, HPE, SUPERMICRO], ids=lambda t: t.name)
+def test_every_hca_the_bmc_lists_is_held_to_the_hca_pin_in_ibv_devinfos_form(tree):
+    found = components(inventory(tree), "HCA")
+    assert [version_of("HCA", c) for c in found] == HCAS[tree]
+    wanted = HCAS[tree][-1]
+    findings = compare(Pins(firmware=(("HCA", wanted),)), inventory(tree))
+    assert [f.wanted for f in findings] == [wanted] * sum(v != wanted for v in HCAS[tree])
+    assert all(f.found != NOT_REPORTED and f.component.startswith("firmware HCA (")
+               for f in findings)
+
+
+def test_an_hca_pin_a_bmc_cannot_show_is_left_to_the_host_it_is_checked_on():
+    """Lenovo's, the DGX's, Gigabyte's and OpenBMC's trees list no ConnectX by name: the pin is
+    no finding there (the ofed role checks every HCA's fw_ver on the host), and --apply-firmware
+    plans no update it could not read back; the host's check gets the pin."""
+    for tree in (LENOVO, DGX, GIGABYTE, OPENBMC):
+        pins = Pins(firmware=(("HCA", "28.39.1002"),), images=(("HCA", "fw/cx7.bin"),))
+        assert components(inventory(tree), "HCA") == []
+        assert compare(pins, inventory(tree)) == []
+        assert plan(pins, inventory(tree)) == ApplyPlan()
+        assert host_version(pins) == "28.39.1002"
+    assert host_version(Pins(firmware=(("BMC", "1.0"),))) is None
+
+
 def test_every_gpu_must_have_the_version():
     inv = inventory(SUPERMICRO)
     findings = compare(Pins(firmware=(("GPU", "96.00.89.00.01"),)), inv)
@@ -257,6 +291,11 @@ B = "config_context.racklift.bios"
     ({"firmware": {"BMC": "1.2", "iDRAC": "1.2"}}, f"{F}.iDRAC",
      "names the same component as BMC: keep one of them"),
     ({"firmware": {f"c{i}": "1" for i in range(257)}}, F, "has 257 entries: pin at most 256"),
+    ({"firmware": {"HCA": "28.37.10.14"}}, f"{F}.HCA", "as ibv_devinfo prints it (fw_ver)"),
+    ({"firmware": {"HCA": "28.39"}}, f"{F}.HCA", 'e.g. "28.39.1002"'),
+    # Where the HCA firmware was pinned before: refused, not ignored, saying where it is now.
+    ({"ofed": {"hca_firmware_version": "28.39.1002"}}, "config_context.racklift.ofed."
+     "hca_firmware_version", "has moved to config_context.racklift.firmware.HCA"),
     ({"bios": "ProcSMT=Enabled"}, B, "make it a mapping of BIOS attribute name to value"),
     ({"bios": {"Proc SMT": "Enabled"}}, f'{B}."Proc SMT"', "is not a BIOS attribute name"),
     ({"bios": {"_ProcSMT": "Enabled"}}, f'{B}."_ProcSMT"', "a letter first"),

@@ -13,8 +13,9 @@ from typing import Any
 import yaml
 
 from helpers import BIN
+from racklift.ansible_inventory import desired_vars
 from racklift.lab import hosts, seed
-from racklift.netbox.desired import DesiredState, parse, role_vars
+from racklift.netbox.desired import DesiredState, parse
 from racklift.paths import REPO_ROOT
 
 GROUP_VARS = REPO_ROOT / "inventory" / "group_vars"
@@ -45,8 +46,9 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
                                       "container_runtime_toolkit_version": ""}),
     "fabric-manager-off": ({"nvidia_driver": {"fabricmanager": False},
                             "hardware": {"nvswitch": True}}, {"nvidia_driver_nvswitch": True}),
+    # The HCAs' firmware is pinned with the rest of the firmware (racklift.firmware.HCA).
     "other-branch": ({"nvidia_driver": {"branch": "570", "kernel_modules": "proprietary"},
-                      "ofed": {"hca_firmware_version": "28.39.1002"}},
+                      "firmware": {"HCA": "28.39.1002", "BMC": "1.0"}},
                      {"nvidia_driver_branch": "570", "nvidia_driver_kernel_modules": "proprietary",
                       "ofed_hca_firmware_version": "28.39.1002"}),
 }
@@ -72,7 +74,7 @@ def test_each_role_variable_follows_the_desired_state_as_ansible_templates_it(
         state = parse(context)
         assert isinstance(state, DesiredState), name
         inventory["all"]["hosts"][name] = {"ansible_connection": "local",
-                                           "racklift_desired": role_vars(state)}
+                                           "racklift_desired": desired_vars(state, context)}
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
     (tmp_path / "group_vars").symlink_to(GROUP_VARS)  # loaded next to the inventory source
     (tmp_path / "ansible.cfg").write_text("")

@@ -22,10 +22,11 @@ from ansible.plugins.loader import init_plugin_loader
 from ansible.template import Templar, trust_as_template
 from jinja2 import Environment, meta
 
+from racklift.ansible_inventory import desired_vars
 from racklift.lab import hosts, seed, vrack
 from racklift.lab.sources import LAB_SOURCE
 from racklift.lab.vrack.records import vm_software
-from racklift.netbox.desired import DesiredState, parse, role_vars
+from racklift.netbox.desired import DesiredState, parse
 from racklift.paths import REPO_ROOT
 
 # Lookups (the environment, in a few defaults and group vars) need Ansible's plugin loader.
@@ -260,7 +261,7 @@ def pipeline_vars(case: str) -> dict[str, Any]:
     mapping = _load(NODE_ROLES)
     # The lab's gateway is read from its state directory: the rack's own, given here.
     group = {**_group_vars(files), "racklift_vrack_gateway": LAB_GATEWAY}
-    return {**group, **mapping, "racklift_desired": role_vars(state)}
+    return {**group, **mapping, "racklift_desired": desired_vars(state, context)}
 
 
 NODE = ["base_os", "nvidia_driver", "ofed", "container_runtime", "lab_hardware"]

@@ -14,7 +14,8 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
-from racklift.netbox.desired import DesiredState, role_vars
+from racklift.ansible_inventory import desired_vars
+from racklift.netbox.desired import DesiredState
 from racklift.paths import REPO_ROOT
 
 ROLES = REPO_ROOT / "roles"
@@ -45,7 +46,7 @@ def _defaults(role: str) -> dict[str, Any]:
 def mapped() -> dict[str, Any]:
     """Role variable → what the mapping gives a host whose desired state is all defaults."""
     mapping = yaml.safe_load(NODE_ROLES.read_text())
-    variables = {"racklift_desired": role_vars(DesiredState())}
+    variables = {"racklift_desired": desired_vars(DesiredState(), {})}
     return {name: _template(value, variables) for name, value in mapping.items()
             if "racklift_desired" in str(value)}
 

@@ -108,7 +108,19 @@ ALIASES: dict[str, tuple[Match, ...]] = {
              Match("id", "HostBIOS_0", (DGX,))),
     "GPU": (Match("id", "GPU[0-9]+", (LENOVO, SUPERMICRO)),
             Match("id", "HGX_FW_GPU_SXM_[0-9]+", (DGX, SUPERMICRO))),
+    # NVIDIA (Mellanox) ConnectX adapters; BlueField DPUs and other vendors' NICs are not HCAs.
+    "HCA": (Match("name", "Mellanox .*", (DELL,)),  # InfiniBand.Slot.7, NIC.Slot.5
+            Match("name", "ConnectX-[0-9]+ .*", (HPE,)),  # "ConnectX-6 100GE 1P NIC"
+            Match("name", "NIC[0-9]+ System Slot[0-9]+ MCX.*", (SUPERMICRO,))),
 }
+# The HCA pin is judged on the host too (the ofed role reads ibv_devinfo's fw_ver), so it is
+# written as ibv_devinfo prints it, and a BMC that lists no HCA leaves it to the host.
+HCA = "HCA"
+_HCA_VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
+# Dell and Supermicro write a ConnectX firmware 28.37.1014 as 28.37.10.14 (HPE as the host
+# does): the last two pairs are one field.
+_HCA_SPLIT = re.compile(r"([0-9]+\.[0-9]+)\.([0-9]{2})\.([0-9]{2})")
+MOVED = (("ofed", "hca_firmware_version", HCA),)  # (section, key, the firmware pin now)
 # Vendors' own words for a component of ALIASES.
 SYNONYMS = {"iDRAC": "BMC",  # Dell: iDRAC.Embedded.1
             "iLO": "BMC",  # HPE: "iLO 5"
@@ -202,6 +214,10 @@ def _firmware(data: Any, problems: list[Invalid]) -> tuple[tuple[str, str], ...]
                 f"is {_shown(version)}: set it to the version as `racklift bmc.inventory` "
                 f"shows it, a string of 1 to {MAX_NAME} printable ASCII characters with no "
                 "space at either end, e.g. \"6.00.30.00\"")))
+        elif name == HCA and not _HCA_VERSION.fullmatch(version):
+            problems.append(Invalid(f"{path}.{name}", (
+                f"is {_shown(version)}: set it to the firmware as ibv_devinfo prints it "
+                "(fw_ver), e.g. \"28.39.1002\": the host is checked against it too")))
         elif (component := SYNONYMS.get(name, name)) in named:
             problems.append(Invalid(f"{path}.{name}", (
                 f"names the same component as {named[component]}: keep one of them")))
@@ -256,6 +272,11 @@ def read(context: Any) -> tuple[Pins, list[Invalid]]:
     them, each left out."""
     context = context if isinstance(context, dict) else {}
     problems: list[Invalid] = []
+    for section, key, pin in MOVED:
+        if isinstance(context.get(section), dict) and key in context[section]:
+            problems.append(Invalid(f"{FIELD_PREFIX}.{section}.{key}", (
+                f"has moved to {FIELD_PREFIX}.{FIRMWARE}.{pin} (firmware is pinned in one "
+                f"place, for the BMC and the host): set it there and remove it here")))
     firmware = _firmware(context.get(FIRMWARE), problems)
     pins = Pins(firmware, _bios(context.get(BIOS), problems),
                 _images(context.get(IMAGES), firmware, problems))
@@ -311,16 +332,30 @@ def _same(found: Scalar, wanted: str | int | bool) -> bool:
     return type(found) is type(wanted) and found == wanted
 
 
+def version_of(name: str, component: FirmwareComponent) -> str | None:
+    """A component's version as its pin is written (an HCA's as ibv_devinfo prints it)."""
+    if name == HCA and component.version and (split := _HCA_SPLIT.fullmatch(component.version)):
+        return f"{split[1]}.{split[2]}{split[3]}"
+    return component.version
+
+
+def host_version(pins: Pins, name: str = HCA) -> str | None:
+    """The version pinned for a component the host itself is checked against (the ofed role:
+    every HCA's fw_ver); None where it is not pinned."""
+    return dict(pins.firmware).get(name)
+
+
 def compare(pins: Pins, inventory: BmcInventory) -> list[Finding]:
     """Every pin the BMC does not meet, in the pins' order: a firmware component whose version
-    differs, or that the BMC does not report, and a BIOS attribute likewise."""
+    differs, or that the BMC does not report (but HCAs: the host is checked for those), and a
+    BIOS attribute likewise."""
     findings: list[Finding] = []
     for name, version in pins.firmware:
         found = components(inventory, name)
-        if not found:
+        if not found and name != HCA:
             findings.append(Finding(f"firmware {name}", NOT_REPORTED, version))
         for c in found:
-            if c.version != version:
+            if version_of(name, c) != version:
                 what = f"firmware {name}" if c.id == name else f"firmware {name} ({c.id})"
                 findings.append(Finding(what, c.version or NOT_REPORTED, version))
     for attribute, wanted in pins.bios:
@@ -367,7 +402,9 @@ def plan(pins: Pins, inventory: BmcInventory) -> ApplyPlan:
     cannot: list[str] = []
     for name, version in pins.firmware:
         found = components(inventory, name)
-        off = [c for c in found if c.version != version]
+        off = [c for c in found if version_of(name, c) != version]
+        if not found and name == HCA:
+            continue  # the host is checked (ofed); the BMC cannot read an update back
         if not found:
             cannot.append(f"firmware {name}: {NOT_REPORTED} by the BMC, so no update could be "
                           "read back")

@@ -121,10 +121,8 @@ class Ofed:
     repo_key_fingerprint: str | None = setting(None, text(
         r"[0-9A-F]{40}|[0-9A-F]{64}", "the signing key's fingerprint as the vendor publishes "
         "it, 40 (or 64) upper-case hex digits without spaces, or null", nullable=True))
-    # None: the HCA firmware is not checked.
-    hca_firmware_version: str | None = setting(None, text(
-        r"[0-9]+\.[0-9]+\.[0-9]+", "the firmware version as ibv_devinfo prints it, e.g. "
-        "\"28.39.1002\", or null for no check", nullable=True))
+    # The HCAs' firmware is pinned with the rest of the firmware: racklift.firmware.HCA
+    # (racklift.bmc.firmware), one place for the BMC's view and the host's.
 
 
 @dataclass(frozen=True)

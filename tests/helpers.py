@@ -1,6 +1,8 @@
 """Paths and small tools the tests share."""
 
 import os
+import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.machinery import SourceFileLoader
 from importlib.util import module_from_spec, spec_from_loader
@@ -67,3 +69,17 @@ def planned_lab(netbox, count: int, rack: str, runs: Path, acceptance: bool = Fa
     finally:
         lab_rack.down(netbox, TEST_NET)
         os.environ.pop("RACKLIFT_RUNS")
+
+
+@contextmanager
+def http_served(server) -> Iterator[str]:
+    """`server` (a socketserver HTTP server on loopback) serving on a thread: its base URL;
+    shut down and closed after."""
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)

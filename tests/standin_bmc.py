@@ -14,6 +14,9 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+# The credentials a stand-in serving a tree checks (tests/unit/conftest.py's `dell`).
+USER, PASSWORD = "racklift", "standin-Pa55-word"
+
 
 def make_cert(directory: Path) -> tuple[Path, Path]:
     """A self-signed certificate for 127.0.0.1 and its key."""

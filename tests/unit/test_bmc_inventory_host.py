@@ -6,9 +6,7 @@ stood in for."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -21,21 +19,11 @@ from racklift.bmc.inventory import read_inventory
 from racklift.bmc.redfish import BmcError
 from racklift.tasks import bmc as bmc_tasks
 from redfish_trees import DELL, Tree
-from standin_bmc import StandinBmc, make_cert, serving_tree
+from standin_bmc import PASSWORD, USER
 
-USER, PASSWORD = "racklift", "host-vars-Pa55"
 SETTINGS = object()  # the NetBox settings the inventory is read with
 
 
-@pytest.fixture(scope="module")
-def tls(tmp_path_factory) -> tuple[Path, Path]:
-    return make_cert(tmp_path_factory.mktemp("standin"))
-
-
-@pytest.fixture
-def dell(tls) -> Iterator[StandinBmc]:
-    with serving_tree(DELL, tls, (USER, PASSWORD)) as server:
-        yield server
 
 
 class Inventory:

@@ -10,7 +10,6 @@ import http.client
 import json
 import logging
 import subprocess
-import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -20,7 +19,7 @@ from types import ModuleType
 
 import pytest
 
-from helpers import load_script
+from helpers import http_served, load_script
 from racklift.paths import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "roles" / "boot_server" / "files" / "racklift-deploy-api"
@@ -57,15 +56,8 @@ def data(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def url(data: Path) -> Iterator[str]:
-    server = api.make_server(("127.0.0.1", 0), data)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    with http_served(api.make_server(("127.0.0.1", 0), data)) as served:
+        yield served
 
 
 def call(url: str, method: str = "GET", body: bytes | None = None,

@@ -29,6 +29,7 @@ from sushy_tools.emulator import main as sushy  # noqa: E402 (after the skips)
 from werkzeug.serving import make_server  # noqa: E402
 
 import racklift  # noqa: E402
+from helpers import http_served  # noqa: E402
 from racklift.bmc.apply import ApplyError, apply  # noqa: E402
 from racklift.bmc.firmware import Finding, compare, parse  # noqa: E402
 from racklift.bmc.firmware import plan as apply_plan  # noqa: E402
@@ -79,14 +80,8 @@ class _Files(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def files() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Files)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with http_served(http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Files)) as url:
+        yield url
 
 
 def _free_port() -> int:

@@ -34,7 +34,7 @@ from racklift.bmc.redfish import (
     retry_after,
 )
 from racklift.errors import RackliftError
-from standin_bmc import StandinBmc, make_cert, serving
+from standin_bmc import StandinBmc, serving
 
 SECRET = "s3cret-Pa55-word"
 
@@ -269,10 +269,6 @@ def test_credentials_never_show_the_password():
 # ---------------------------------------------------------------------------------------------
 # The client against a local stand-in BMC (HTTPS on loopback, scripted answers)
 
-
-@pytest.fixture(scope="module")
-def tls(tmp_path_factory) -> tuple[Path, Path]:
-    return make_cert(tmp_path_factory.mktemp("standin"))
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ edge (read_pinned_bmcs) reading it over HTTPS from a stand-in BMC that serves th
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -26,7 +25,7 @@ from racklift.verify.failures import verdict_failures
 from racklift.verify.firmware_pins import NAME, NO_BMC, firmware_pins
 from racklift.verify.verdict import HostVerdict, journal_text, judge
 from redfish_trees import DELL, Tree
-from standin_bmc import StandinBmc, make_cert, serving_tree
+from standin_bmc import PASSWORD, USER, StandinBmc
 
 # What the Dell R750's iDRAC reports, pinned.
 PINS = {"firmware": {"BMC": "6.00.30.00", "BIOS": "1.8.2"},
@@ -34,7 +33,6 @@ PINS = {"firmware": {"BMC": "6.00.30.00", "BIOS": "1.8.2"},
 DELL_INVENTORY = read_inventory(Tree(DELL))
 PASSED = "firmware and BIOS as pinned (2 components, 2 BIOS attributes)"
 TODO = ": update them, or change the pins (racklift.firmware, racklift.bios) in NetBox"
-USER, PASSWORD = "racklift", "pinned-Pa55-word"
 
 
 def pinned(name: str = "gpu-01", oob_ip: str | None = "127.0.0.1/32",
@@ -154,16 +152,6 @@ def test_a_pinned_host_without_a_bmc_address_is_not_checked_and_says_what_to_do(
 # The edge: the gate reads the pinned hosts' BMCs over Redfish, with their inventory vars
 
 
-@pytest.fixture(scope="module")
-def tls(tmp_path_factory) -> tuple[Path, Path]:
-    return make_cert(tmp_path_factory.mktemp("standin"))
-
-
-@pytest.fixture
-def dell(tls) -> Iterator[StandinBmc]:
-    """The Dell R750's iDRAC tree over HTTPS, for the credentials USER, PASSWORD."""
-    with serving_tree(DELL, tls, (USER, PASSWORD)) as server:
-        yield server
 
 
 def _client(server: StandinBmc, ca: Path, password: str = PASSWORD) -> RedfishClient:

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from racklift.bmc import firmware
-from racklift.bmc.inventory import read_inventory
 from racklift.bmc.links import as_given, check_link
+from racklift.bmc.reading import whole
 from racklift.bmc.redfish import BmcError, RedfishClient, allowable
 from racklift.errors import RackliftError
 from racklift.paths import state_dir
@@ -212,7 +212,7 @@ class _Apply:
         meanwhile (restarting onto a new image) is waited for."""
         while True:
             try:
-                findings = firmware.compare(pins, read_inventory(self.bmc.get))
+                findings = firmware.compare(pins, whole(self.bmc))
                 problem = ""
             except BmcError as exc:
                 findings, problem = [], str(exc)

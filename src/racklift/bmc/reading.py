@@ -17,9 +17,16 @@ MAX_WORKERS = 32  # BMCs read at once
 
 
 def read_whole(client: RedfishClient) -> BmcInventory:
-    """The inventory of the client's BMC (closing the client); BmcError where nothing of it was
-    read: the client's own first error (unreachable, credentials refused: it names the host,
-    the BMC and what to do), else what the reader found missing."""
+    """`whole`, closing the client."""
+    with client:
+        return whole(client)
+
+
+def whole(client: RedfishClient) -> BmcInventory:
+    """The inventory of the client's BMC; BmcError where nothing of it was read: the client's
+    own first error (unreachable, credentials refused: it names the host, the BMC and what to
+    do), else what the reader found missing. What verify, the image stage and --apply-firmware
+    read, so each says the same of a BMC that cannot be read."""
     errors: list[BmcError] = []
 
     def get(path: str) -> dict[str, Any]:
@@ -29,8 +36,7 @@ def read_whole(client: RedfishClient) -> BmcInventory:
             errors.append(exc)
             raise
 
-    with client:
-        found = read_inventory(get)
+    found = read_inventory(get)
     if found.system is None and not found.firmware:
         raise errors[0] if errors else BmcError(
             f"nothing read from the BMC at {client.endpoint.url}: "

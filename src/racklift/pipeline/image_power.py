@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from racklift.bmc import apply, firmware
-from racklift.bmc.inventory import BmcInventory, read_inventory
+from racklift.bmc.inventory import BmcInventory
+from racklift.bmc.reading import whole
 from racklift.bmc.redfish import BmcError, client_for
 from racklift.lifecycle import state
 from racklift.lifecycle.state import Transition
@@ -50,8 +51,7 @@ def check_firmware(run: ImageRun, targets: list[Target]) -> None:
         if not pins.pinned:
             return
         read: list[BmcInventory] = []
-        _bmc(run, t, "reading its firmware and BIOS",
-             lambda bmc: read.append(read_inventory(bmc.get)))
+        _bmc(run, t, "reading its firmware and BIOS", lambda bmc: read.append(whole(bmc)))
         if not read:
             return  # failed, saying why
         findings = firmware.compare(pins, read[0])

@@ -180,7 +180,9 @@ def _is_version(value: Any) -> bool:
     return isinstance(value, str) and _TEXT.fullmatch(value) is not None
 
 
-def _is_value(value: Any) -> bool:
+def is_bios_value(value: Any) -> bool:
+    """A BIOS attribute's value racklift takes: true/false, a 64-bit integer, or at most
+    MAX_VALUE printable ASCII characters."""
     if isinstance(value, bool):
         return True
     if isinstance(value, int):
@@ -235,7 +237,7 @@ def _bios(data: Any, problems: list[Invalid]) -> tuple[tuple[str, str | int | bo
             problems.append(Invalid(f"{path}.{_shown(name)}", (
                 "is not a BIOS attribute name: name it as the BMC's Bios Attributes do "
                 "(letters, digits and _, a letter first, at most 128)")))
-        elif not _is_value(value):
+        elif not is_bios_value(value):
             problems.append(Invalid(f"{path}.{name}", (
                 f"is {_shown(value)}: set it to the value as `racklift bmc.inventory` shows "
                 f"it: a string of at most {MAX_VALUE} printable ASCII characters, an integer "

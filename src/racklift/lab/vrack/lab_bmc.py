@@ -60,6 +60,7 @@ from sushy_tools import error as sushy_error
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.routing import Map, Rule
 
+from racklift.bmc.firmware import MAX_VALUE, is_bios_value
 from racklift.lab.vrack.bmc import FIRMWARE_KEY, NETNS_KEY, STATE_KEY, TASK_SECONDS_KEY
 from racklift.text import printable
 
@@ -75,7 +76,6 @@ MAX_BODY = 64 * 1024  # bytes of a request body the stand-in reads
 MAX_URI = 2048
 MAX_TARGETS = 8
 MAX_ATTRIBUTES = 256  # attributes in one PATCH
-MAX_VALUE = 1024  # characters of an attribute's text value
 MAX_TASKS = 64  # kept; the oldest finished go first
 MAX_RUNNING = 4  # updates at once
 _NETNS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -94,7 +94,6 @@ TASKS = "/redfish/v1/TaskService/Tasks"
 
 # A version as racklift's pins take one: printable ASCII, no space at either end, at most 64.
 _VERSION = re.compile(r"[!-~](?:[ -~]{0,62}[!-~])?")
-_VALUE = re.compile(rf"[ -~]{{0,{MAX_VALUE}}}")
 
 Scalar = str | int | bool
 TaskBody = dict[str, Any]
@@ -229,14 +228,6 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def _is_scalar(value: Any) -> bool:
-    if isinstance(value, bool):
-        return True
-    if isinstance(value, int):
-        return -INT_BOUND <= value < INT_BOUND
-    return isinstance(value, str) and _VALUE.fullmatch(value) is not None
-
-
 @dataclass
 class State:
     """What the stand-in keeps: the BMC's version, each system's pending BIOS attributes and
@@ -266,7 +257,7 @@ class State:
         if not (isinstance(state.next_task, int) and 0 < state.next_task < INT_BOUND):
             raise ValueError("next_task is not a positive integer")
         if not (isinstance(state.pending_bios, dict) and all(
-                isinstance(v, dict) and all(_is_scalar(x) for x in v.values())
+                isinstance(v, dict) and all(is_bios_value(x) for x in v.values())
                 for v in state.pending_bios.values())):
             raise ValueError("pending_bios is not attributes by system")
         if not (isinstance(state.pending_bios_version, dict) and all(
@@ -625,7 +616,7 @@ class LabBmc:
                           f"system's ({len(current)} attributes)" +
                           (f", nor {len(unknown) - 1} more" if len(unknown) > 1 else ""),
                           "Base.1.8.PropertyUnknown")
-        wrong = sorted(name for name, value in attributes.items() if not _is_scalar(value))
+        wrong = sorted(name for name, value in attributes.items() if not is_bios_value(value))
         if wrong:
             raise Refused(400, f"BIOS attribute {wrong[0]}'s value is not a string of at most "
                           f"{MAX_VALUE} printable ASCII characters, an integer or true/false",

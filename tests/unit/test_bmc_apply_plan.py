@@ -16,7 +16,7 @@ from racklift.bmc.apply import (
     update_body,
 )
 from racklift.bmc.inventory import read_inventory
-from racklift.bmc.redfish import parse_action_info, parse_reset_action
+from racklift.bmc.payloads import parse_action_info, parse_reset_action
 from redfish_trees import DELL, DGX, GIGABYTE, HPE, LENOVO, OPENBMC, SUPERMICRO, Tree
 
 DELL_INVENTORY = read_inventory(Tree(DELL))

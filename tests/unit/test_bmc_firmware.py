@@ -30,7 +30,7 @@ from racklift.bmc.firmware import (
     version_of,
 )
 from racklift.bmc.inventory import BmcInventory, read_inventory
-from racklift.bmc.redfish import DISK_BOOT, NETWORK_BOOT, disk_boot_enabled
+from racklift.bmc.payloads import DISK_BOOT, NETWORK_BOOT, disk_boot_enabled
 from racklift.netbox.record_problems import find_problems
 from redfish_trees import ALL, DELL, DGX, GIGABYTE, HPE, LENOVO, OPENBMC, SUPERMICRO, TREES, Tree
 

@@ -16,6 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from racklift.bmc.payloads import (
+    error_detail,
+    parse_boot,
+    parse_members,
+    parse_power_state,
+    parse_reset_action,
+)
 from racklift.bmc.redfish import (
     BmcCredentials,
     BmcEndpoint,
@@ -26,11 +33,6 @@ from racklift.bmc.redfish import (
     credentials_for,
     endpoint_for,
     endpoint_from_url,
-    error_detail,
-    parse_boot,
-    parse_members,
-    parse_power_state,
-    parse_reset_action,
     retry_after,
 )
 from racklift.errors import RackliftError

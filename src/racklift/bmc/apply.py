@@ -31,8 +31,9 @@ from typing import Any, NamedTuple
 
 from racklift.bmc import firmware
 from racklift.bmc.links import as_given, check_link
+from racklift.bmc.payloads import allowable
 from racklift.bmc.reading import whole
-from racklift.bmc.redfish import BmcError, RedfishClient, allowable
+from racklift.bmc.redfish import BmcError, RedfishClient
 from racklift.errors import RackliftError
 from racklift.paths import state_dir
 from racklift.text import printable

@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from racklift.bmc.links import MAX_LINK, ROOT, check_link
-from racklift.bmc.redfish import BOOT_KEYS, MAX_ALLOWABLE, BootOverride
+from racklift.bmc.payloads import BOOT_KEYS, MAX_ALLOWABLE, BootOverride
 from racklift.text import printable
 
 MAX_MEMBERS = 256  # members read from one collection

@@ -32,7 +32,7 @@ PINS = {"firmware": {"BMC": "6.00.30.00", "BIOS": "1.8.2"},
         "bios": {"SysProfile": "PerfOptimized", "ProcVirtualization": "Enabled"}}
 DELL_INVENTORY = read_inventory(Tree(DELL))
 PASSED = "firmware and BIOS as pinned (2 components, 2 BIOS attributes)"
-TODO = ": update them, or change the pins (racklift.firmware, racklift.bios) in NetBox"
+FIX_HINT = ": update them, or change the pins (racklift.firmware, racklift.bios) in NetBox"
 
 
 def pinned(name: str = "gpu-01", oob_ip: str | None = "127.0.0.1/32",
@@ -86,7 +86,7 @@ def test_pins_the_bmc_meets_pass_naming_how_many():
 def test_each_finding_fails_the_host_naming_component_found_and_wanted(pins, finding):
     host = pinned(**pins)
     check = firmware_pins(host, {host.name: DELL_INVENTORY})
-    why = f"its firmware and BIOS are not as its device type pins them: {finding}{TODO}"
+    why = f"its firmware and BIOS are not as its device type pins them: {finding}{FIX_HINT}"
     assert check == CheckResult(NAME, CRITICAL, why)
     v = verdict(host, check)
     assert not v.passed and v.failed and v.failures == [f"{NAME}: CRITICAL: {why}"]
@@ -110,7 +110,7 @@ def test_every_finding_is_told_with_what_kept_the_inventory_from_being_read():
         "(Installed-25227-6.00.30.00__iDRAC.Embedded.1-1): found 6.00.30.00, wanted 7.10.30.00; "
         "BIOS attribute SysProfile: found not reported, wanted \"PerfOptimized\" (reading the "
         "BMC's inventory: ")
-    assert "connection reset" in check.detail and check.detail.endswith(TODO)
+    assert "connection reset" in check.detail and check.detail.endswith(FIX_HINT)
 
 
 def test_a_bmc_that_cannot_be_read_refuses_the_host_saying_why():
@@ -213,7 +213,7 @@ def test_the_gate_reads_each_pinned_bmc_and_one_bad_bmc_fails_its_host_alone(
     assert pins["gpu-01"] == [CheckResult(NAME, OK, PASSED)] and verdicts["gpu-01"].passed
     assert pins["gpu-02"] == [CheckResult(NAME, CRITICAL, (
         "its firmware and BIOS are not as its device type pins them: firmware BIOS "
-        f"(Installed-159-1.8.2__BIOS.Setup.1-1): found 1.8.2, wanted 2.0.0{TODO}"))]
+        f"(Installed-159-1.8.2__BIOS.Setup.1-1): found 1.8.2, wanted 2.0.0{FIX_HINT}"))]
     assert pins["gpu-03"] == [CheckResult(NAME, NOT_CHECKED, NO_BMC)]
     assert verdicts["gpu-03"].passed
     assert pins["gpu-04"] == [] and verdicts["gpu-04"].passed

@@ -153,23 +153,32 @@ class _Apply:
         self.bmc, self.poll, self.sleep, self.clock = bmc, poll, sleep, clock
         self.deadline = clock() + deadline
         self.done: list[Change] = []
+        # SimpleUpdate's path and the transfer protocols it takes, read once per host.
+        self._update: tuple[str, tuple[str, ...]] | None = None
+
+    def update_request(self, what: str, url: str) -> tuple[str, dict[str, str]]:
+        """Where to POST the update of `what` from `url`, and the body."""
+        try:
+            if self._update is None:
+                action = simple_update_target(self.bmc.get(UPDATE_SERVICE))
+                self._update = action.target, action.protocols or self.bmc.action_info(
+                    action.action_info, "TransferProtocol")
+            target, protocols = self._update
+            return target, update_body(url, protocols)
+        except ValueError as exc:
+            raise self.fail(f"{what}: the BMC {exc}: update it with the vendor's tool, or "
+                            "remove its image from the pins") from None
 
     def fail(self, why: str) -> ApplyError:
         return ApplyError(why, list(self.done))
 
     def update(self, update: firmware.Update, url: str) -> None:
         what = f"firmware {update.name}"
-        try:
-            action = simple_update_target(self.bmc.get(UPDATE_SERVICE))
-            body = update_body(url, action.protocols or self.bmc.action_info(
-                action.action_info, "TransferProtocol"))
-        except ValueError as exc:
-            raise self.fail(f"{what}: the BMC {exc}: update it with the vendor's tool, or "
-                            "remove its image from the pins") from None
-        answer = self.bmc.send("POST", action.target, body, f"starting the update of {what}",
+        target, body = self.update_request(what, url)
+        answer = self.bmc.send("POST", target, body, f"starting the update of {what}",
                                repeatable=False)
-        link = answer.location or ((answer.payload or {}).get("@odata.id")
-                                   if (answer.payload or {}).get("TaskState") else None)
+        task = answer.payload or {}
+        link = answer.location or (task.get("@odata.id") if task.get("TaskState") else None)
         how = f"image {url}"
         if link is not None:
             monitor, why = as_given(link)

@@ -69,10 +69,10 @@ def check_firmware(run: ImageRun, targets: list[Target]) -> None:
 
 
 def _cannot_apply(run: ImageRun, plan: firmware.ApplyPlan) -> str:
+    directory = firmware_dir(run)
     missing = [f"firmware {u.name}: its image {u.image} is not in {directory} (put it there, or "
                f"fix {FIELD_PREFIX}.{firmware.IMAGES}.{u.name})"
-               for u in plan.updates
-               if not ((directory := firmware_dir(run)) / u.image).is_file()]
+               for u in plan.updates if not (directory / u.image).is_file()]
     return "; ".join([*plan.cannot, *missing])
 
 

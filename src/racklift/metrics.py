@@ -10,14 +10,13 @@ files hold the same series, so files of different verbs or selections must not c
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from racklift.errors import RackliftError
+from racklift.paths import write_atomically
 from racklift.report_view import HostView, RunView, view
 
 GAUGE = "gauge"
@@ -144,16 +143,8 @@ def write(path: Path, content: str) -> None:
     a scrape never reads half a file."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
-                                         suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as out:
-                out.write(content)
-            os.chmod(temporary, 0o644)  # node_exporter runs as its own user
-            os.replace(temporary, path)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        # 0644: node_exporter runs as its own user. The temporary name never ends in .prom.
+        write_atomically(path, content, mode=0o644)
     except OSError as exc:
         raise RackliftError(f"cannot write the metrics file {path}: {exc.strerror or exc}") \
             from None

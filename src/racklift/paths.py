@@ -36,6 +36,22 @@ def file_lock(path: Path) -> Iterator[None]:
         yield
 
 
+def write_atomically(path: Path, text: str, mode: int | None = None) -> None:
+    """`path` holds `text`, or what it held before, never a part of it (a reader, a scrape, a
+    restarted process): a temporary file beside it, renamed over it; `mode` where it is not
+    mkstemp's 0600."""
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+        if mode is not None:
+            os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
 def cache_lock(name: str) -> AbstractContextManager[None]:
     """Held while one process builds a cached artifact: two test lanes (or a demo beside the
     tests) that need the same artifact build it once, and neither sees it half made."""

@@ -42,7 +42,7 @@ from racklift import podman
 from racklift.imaging import deploy_data, diskimage, host_keys
 from racklift.lab import hosts as lab_hosts
 from racklift.lab import vrack
-from racklift.lab.vrack import lab_bmc
+from racklift.lab.vrack import lab_firmware
 from racklift.netbox.expected import CONTEXT_KEY
 from racklift.netbox.selection import Selection
 from racklift.pipeline import image_plan
@@ -220,7 +220,7 @@ def test_new_vm_from_power_off_to_the_pool_while_bmc_and_mac_failures_stay_per_h
     firmware_dir = tmp_path / "firmware"
     (firmware_dir / "lab").mkdir(parents=True)
     for component, version in FIRMWARE.items():
-        (firmware_dir / IMAGES[component]).write_bytes(lab_bmc.lab_image(component, version))
+        (firmware_dir / IMAGES[component]).write_bytes(lab_firmware.lab_image(component, version))
     _set_local_context(netbox, _device(netbox, new_vm.name), firmware=FIRMWARE,
                        firmware_images=IMAGES, bios={"ProcTurboMode": "Disabled"})
     # Wrong BMC password: a host var from an extra inventory source (as a site's vault would).
@@ -321,7 +321,7 @@ def test_new_vm_from_power_off_to_the_pool_while_bmc_and_mac_failures_stay_per_h
     assert listing[2].split() == [f"{new_vm.name}.json"]
 
 
-# vm 1's firmware pins and the lab images (racklift.lab.vrack.lab_bmc's format) that bring its
+# vm 1's firmware pins and the lab images (racklift.lab.vrack.lab_firmware's format) that bring its
 # BMC stand-in there.
 FIRMWARE = {"BMC": "1.01", "BIOS": "1.0.1"}
 IMAGES = {"BMC": "lab/bmc-1.01.json", "BIOS": "lab/bios-1.0.1.json"}
@@ -528,7 +528,7 @@ def test_an_update_task_that_fails_fails_its_host_before_power_on(netbox, rack, 
     vm = rack.vms[2]
     (firmware_dir := tmp_path / "firmware").mkdir()
     (firmware_dir / "bmc-1.02.json").write_bytes(
-        lab_bmc.lab_image("BMC", "1.02", fail="flash verify failed: image CRC mismatch"))
+        lab_firmware.lab_image("BMC", "1.02", fail="flash verify failed: image CRC mismatch"))
     device = _device(netbox, vm.name)
     _set_local_context(netbox, device, firmware={"BMC": "1.02"},
                        firmware_images={"BMC": "bmc-1.02.json"})

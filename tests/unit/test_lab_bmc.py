@@ -36,7 +36,7 @@ from racklift.bmc.firmware import plan as apply_plan  # noqa: E402
 from racklift.bmc.inventory import BmcInventory, read_inventory  # noqa: E402
 from racklift.bmc.redfish import BmcCredentials, BmcEndpoint, RedfishClient  # noqa: E402
 from racklift.lab import vrack  # noqa: E402
-from racklift.lab.vrack import bmc, lab_bmc  # noqa: E402
+from racklift.lab.vrack import bmc, lab_bmc, lab_firmware  # noqa: E402
 
 INVENTORY = "/redfish/v1/UpdateService/FirmwareInventory"
 SIMPLE_UPDATE = "/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate"
@@ -44,10 +44,10 @@ TASK_PATH = re.compile(r"/redfish/v1/TaskService/Tasks/([0-9]+)")
 TASK_SECONDS = 0.3
 
 
-image = lab_bmc.lab_image
+image = lab_firmware.lab_image
 
 
-BIG = b"{" + b" " * lab_bmc.MAX_IMAGE + b"}"  # one byte over
+BIG = b"{" + b" " * lab_firmware.MAX_IMAGE + b"}"  # one byte over
 # path -> (body, whether the answer gives its Content-Length)
 FILES: dict[str, tuple[bytes, bool]] = {
     "/firmware/bmc-2.00.json": (image("BMC", "2.00"), True),
@@ -209,7 +209,7 @@ def test_the_manager_and_the_bios_name_their_images(app: Any, uuid: str, lab: An
     assert bios["@Redfish.Settings"]["SettingsObject"] == {
         "@odata.id": f"/redfish/v1/Systems/{uuid}/BIOS/Settings"}
     service = _get(client, "/redfish/v1/UpdateService")
-    assert service["MaxImageSizeBytes"] == lab_bmc.MAX_IMAGE and "HttpPushUri" not in service
+    assert service["MaxImageSizeBytes"] == lab_firmware.MAX_IMAGE and "HttpPushUri" not in service
     assert service["FirmwareInventory"] == {"@odata.id": INVENTORY}
 
 
@@ -298,7 +298,7 @@ def test_a_failing_image_ends_in_exception_with_its_message(client: Any, files: 
     ("/firmware/readme.txt", "not a racklift lab firmware image"),
     ("/firmware/nic.json", "names component 'NIC': this BMC updates BMC or BIOS"),
     ("/firmware/bad-version.json", "is not 1 to 64 printable ASCII characters"),
-    ("/firmware/big.bin", f"too big, this BMC takes at most {lab_bmc.MAX_IMAGE}"),
+    ("/firmware/big.bin", f"too big, this BMC takes at most {lab_firmware.MAX_IMAGE}"),
     ("/firmware/big-unsized.bin", "too big for this BMC"),
     ("/firmware/missing.bin", "answered HTTP 404"),
     (None, "unreachable: ConnectionError"),

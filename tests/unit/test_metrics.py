@@ -190,7 +190,7 @@ def test_the_file_is_written_beside_its_place_and_renamed_over_it(tmp_path, monk
                         Path(source).read_text(), target.read_text()))
         real_replace(source, destination)
 
-    monkeypatch.setattr(metrics.os, "replace", replace)
+    monkeypatch.setattr(os, "replace", replace)
     metrics.write(target, EXPECTED)
     # Written in full in the same directory (same filesystem: an atomic rename), under a name
     # the textfile collector does not read, while the old file was still whole.
@@ -207,7 +207,7 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary_file(tmp_path, monk
     def refuse(source, destination):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(metrics.os, "replace", refuse)
+    monkeypatch.setattr(os, "replace", refuse)
     with pytest.raises(RackliftError, match=r"cannot write the metrics file .*racklift\.prom: "
                                             r"Permission denied"):
         metrics.write(target, EXPECTED)

@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -51,6 +49,7 @@ from racklift.netbox.client import NetBox
 from racklift.netbox.inventory_hosts import RawInventory, fetch_devices, fetch_inventory
 from racklift.netbox.raw_records import Json, ref_id
 from racklift.netbox.selection import Selection, device_params
+from racklift.paths import write_atomically
 
 # Changes and updates are stamped when written, not when their transaction commits: both are
 # read again this far before the last read began (what that read held is not taken again).
@@ -125,19 +124,12 @@ def save(path: Path, kept: Kept) -> None:
                 old.unlink()
         except OSError:  # another run pruned it first
             pass
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        # One dumps (C) of the lists as they are: json.dump's chunked writer and asdict's deep
-        # copy took seconds at 10,000 hosts.
-        raw = {f.name: getattr(kept.raw, f.name) for f in fields(kept.raw)}
-        with os.fdopen(fd, "w") as out:
-            out.write(json.dumps({"raw": raw, "read_at": kept.read_at, "marker": kept.marker,
-                                  "full_read_at": kept.full_read_at, "seen": kept.seen,
-                                  "covered": kept.covered}))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    # One dumps (C) of the lists as they are: json.dump's chunked writer and asdict's deep
+    # copy took seconds at 10,000 hosts.
+    raw = {f.name: getattr(kept.raw, f.name) for f in fields(kept.raw)}
+    write_atomically(path, json.dumps({"raw": raw, "read_at": kept.read_at,
+                                       "marker": kept.marker, "full_read_at": kept.full_read_at,
+                                       "seen": kept.seen, "covered": kept.covered}))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -35,55 +35,55 @@ file the configuration names (RACKLIFT_LAB_BMC_STATE), written atomically: a res
 keeps it (a task it was running ends in Exception, interrupted). Without one, state lives in
 memory only. The file wins over RACKLIFT_LAB_BMC_FIRMWARE, which is the version a new BMC starts
 at. Everything read from a request or an image is untrusted: sizes are bounded, no path is
-taken from input, ImageURI must be http(s).
+taken from input, ImageURI must be http(s). The images' format and their fetch are
+racklift.lab.vrack.lab_firmware's.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 from urllib.parse import urlsplit
 
 import flask
-import requests
 from sushy_tools import error as sushy_error
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.routing import Map, Rule
 
 from racklift.bmc.firmware import MAX_VALUE, is_bios_value
 from racklift.lab.vrack.bmc import FIRMWARE_KEY, NETNS_KEY, STATE_KEY, TASK_SECONDS_KEY
-from racklift.text import printable
+from racklift.lab.vrack.lab_firmware import (
+    COMPONENTS,
+    MAX_IMAGE,
+    NETNS_NAME,
+    VERSION,
+    ImageError,
+    cut,
+    enter_netns,
+    fetch_image,
+    parse_image,
+)
+from racklift.paths import write_atomically
 
 EXTENSION = "racklift_lab_bmc"  # app.extensions key of the installed LabBmc
 DEFAULT_BMC_FIRMWARE = "1.00"  # sushy-tools' Manager says FirmwareVersion "1.00"
 DEFAULT_TASK_SECONDS = 1.5
 MAX_TASK_SECONDS = 600.0
-MAX_IMAGE = 1 << 20  # bytes of an image
-FETCH_TIMEOUT = 10.0  # seconds per connect or read
-FETCH_DEADLINE = 30.0  # seconds for the whole download
-MAX_REDIRECTS = 3
 MAX_BODY = 64 * 1024  # bytes of a request body the stand-in reads
 MAX_URI = 2048
 MAX_TARGETS = 8
 MAX_ATTRIBUTES = 256  # attributes in one PATCH
 MAX_TASKS = 64  # kept; the oldest finished go first
 MAX_RUNNING = 4  # updates at once
-_NETNS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-MAX_MESSAGE = 300  # characters of a task's message
 INT_BOUND = 2 ** 63
 
-IMAGE_MARK = "racklift_lab_firmware_image"
-COMPONENTS = {"BMC": "BMC Firmware", "BIOS": "BIOS"}  # Id -> Name
 BOOTS_WHEN_OFF = ("On", "ForceOn")
 BOOTS_WHEN_ON = ("ForceRestart", "GracefulRestart", "PowerCycle")
 
@@ -91,9 +91,6 @@ UPDATE_SERVICE = "/redfish/v1/UpdateService"
 INVENTORY = f"{UPDATE_SERVICE}/FirmwareInventory"
 SIMPLE_UPDATE = f"{UPDATE_SERVICE}/Actions/UpdateService.SimpleUpdate"
 TASKS = "/redfish/v1/TaskService/Tasks"
-
-# A version as racklift's pins take one: printable ASCII, no space at either end, at most 64.
-_VERSION = re.compile(r"[!-~](?:[ -~]{0,62}[!-~])?")
 
 Scalar = str | int | bool
 TaskBody = dict[str, Any]
@@ -110,16 +107,6 @@ _OWNED = Map([
 ])
 
 
-class ImageError(Exception):
-    """Why an update task fails: its message is the task's."""
-
-
-class Image(NamedTuple):
-    component: str  # BMC or BIOS
-    version: str
-    fail: str | None
-
-
 class Refused(Exception):
     """A request the stand-in answers with a Redfish error."""
 
@@ -130,12 +117,7 @@ class Refused(Exception):
 
 
 # ---------------------------------------------------------------------------------------------
-# Images
-
-
-def _cut(text: str, limit: int = MAX_MESSAGE) -> str:
-    text = printable(text)
-    return text if len(text) <= limit else text[:limit] + "..."
+# Requests
 
 
 def check_image_uri(uri: Any) -> str:
@@ -153,74 +135,11 @@ def check_image_uri(uri: Any) -> str:
         parts = None
     if (parts is None or parts.scheme not in ("http", "https") or not parts.hostname
             or not uri.isprintable() or " " in uri):
-        raise Refused(400, f"ImageURI {_cut(uri, 120)!r} is not an http:// or https:// URL",
+        raise Refused(400, f"ImageURI {cut(uri, 120)!r} is not an http:// or https:// URL",
                       "Base.1.8.ActionParameterValueFormatError")
     return uri
 
 
-def fetch_image(uri: str, limit: int = MAX_IMAGE, timeout: float = FETCH_TIMEOUT,
-                deadline: float = FETCH_DEADLINE) -> bytes:
-    """The bytes at `uri` (http or https, also after redirects), at most `limit` of them."""
-    started = time.monotonic()
-    with requests.Session() as session:
-        session.trust_env = False  # no proxy, no .netrc: the lab's network as it is
-        session.max_redirects = MAX_REDIRECTS
-        try:
-            with session.get(uri, stream=True, timeout=timeout,
-                             headers={"Accept-Encoding": "identity"}) as response:
-                if urlsplit(response.url).scheme not in ("http", "https"):
-                    raise ImageError(f"ImageURI {_cut(uri, 120)} redirected off http(s)")
-                if response.status_code != 200:
-                    raise ImageError(f"ImageURI {_cut(uri, 120)} answered HTTP "
-                                     f"{response.status_code}: no image fetched")
-                length = response.headers.get("Content-Length", "")
-                if length.isdigit() and int(length) > limit:
-                    raise ImageError(f"image at {_cut(uri, 120)} is {int(length)} bytes: "
-                                     f"too big, this BMC takes at most {limit}")
-                data = bytearray()
-                while chunk := response.raw.read(65536, decode_content=False):
-                    data += chunk
-                    if len(data) > limit:
-                        raise ImageError(f"image at {_cut(uri, 120)} is over {limit} bytes: "
-                                         "too big for this BMC")
-                    if time.monotonic() - started > deadline:
-                        raise ImageError(f"ImageURI {_cut(uri, 120)} took over {deadline:.0f} s"
-                                         ": download abandoned")
-                return bytes(data)
-        except requests.RequestException as exc:
-            raise ImageError(f"ImageURI {_cut(uri, 120)} unreachable: {type(exc).__name__}: "
-                             f"{_cut(str(exc), 200)}") from None
-
-
-def lab_image(component: str, version: str, fail: str | None = None) -> bytes:
-    """A lab firmware image (the stand-in's format): `fail` makes its update task fail."""
-    return json.dumps({IMAGE_MARK: 1, "component": component, "version": version,
-                       **({"fail": fail} if fail is not None else {})}).encode()
-
-
-def parse_image(data: bytes) -> Image:
-    """A lab firmware image, checked; ImageError says what is wrong with anything else."""
-    try:
-        payload = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        payload = None
-    mark = payload.get(IMAGE_MARK) if isinstance(payload, dict) else None
-    if not isinstance(payload, dict) or mark != 1 or isinstance(mark, bool):
-        raise ImageError(f"not a racklift lab firmware image (a JSON object with "
-                         f"\"{IMAGE_MARK}\": 1): {len(data)} bytes refused")
-    component, version, fail = (payload.get(k) for k in ("component", "version", "fail"))
-    if component not in COMPONENTS:
-        raise ImageError(f"lab firmware image names component {_cut(repr(component), 80)}: "
-                         f"this BMC updates {' or '.join(COMPONENTS)}")
-    if not (isinstance(version, str) and _VERSION.fullmatch(version)):
-        raise ImageError(f"lab firmware image's version {_cut(repr(version), 80)} is not 1 to "
-                         "64 printable ASCII characters with no space at either end")
-    if fail is not None and not isinstance(fail, str):
-        raise ImageError(f"lab firmware image's fail is {type(fail).__name__}, not a message")
-    return Image(component, version, _cut(fail) if fail is not None else None)
-
-
-# ---------------------------------------------------------------------------------------------
 # State
 
 
@@ -252,7 +171,7 @@ class State:
         state = cls(data.get("bmc_firmware"), data.get("next_task"),
                     data.get("pending_bios"), data.get("pending_bios_version"),
                     data.get("tasks"))
-        if not (isinstance(state.bmc_firmware, str) and _VERSION.fullmatch(state.bmc_firmware)):
+        if not (isinstance(state.bmc_firmware, str) and VERSION.fullmatch(state.bmc_firmware)):
             raise ValueError("bmc_firmware is not a version")
         if not (isinstance(state.next_task, int) and 0 < state.next_task < INT_BOUND):
             raise ValueError("next_task is not a positive integer")
@@ -261,27 +180,13 @@ class State:
                 for v in state.pending_bios.values())):
             raise ValueError("pending_bios is not attributes by system")
         if not (isinstance(state.pending_bios_version, dict) and all(
-                isinstance(v, str) and _VERSION.fullmatch(v)
+                isinstance(v, str) and VERSION.fullmatch(v)
                 for v in state.pending_bios_version.values())):
             raise ValueError("pending_bios_version is not versions by system")
         if not (isinstance(state.tasks, dict) and all(
                 isinstance(t, dict) and t.get("Id") == k for k, t in state.tasks.items())):
             raise ValueError("tasks is not tasks by Id")
         return state
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """`path` holds `text`, or what it held before: never a part."""
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 # ---------------------------------------------------------------------------------------------
@@ -394,7 +299,7 @@ class LabBmc:
         handler answers with a redirect to the UUID's path, as sushy-tools' own routes do."""
         if self.app.config.get("SUSHY_EMULATOR_ALLOWED_INSTANCES") is not None and \
                 identity not in self.app.config["SUSHY_EMULATOR_ALLOWED_INSTANCES"]:
-            raise Refused(404, f"no system {_cut(identity, 80)}",
+            raise Refused(404, f"no system {cut(identity, 80)}",
                           "Base.1.8.ResourceMissingAtURI")
         return str(self.app.systems.uuid(identity))
 
@@ -412,7 +317,7 @@ class LabBmc:
         except NotFound:
             return None
         except MethodNotAllowed as exc:
-            return _error(405, f"{request.method} is not allowed on {_cut(path, 120)}: "
+            return _error(405, f"{request.method} is not allowed on {cut(path, 120)}: "
                           f"{', '.join(exc.valid_methods or ())}", "Base.1.8.OperationNotAllowed")
         except HTTPException:
             return None
@@ -433,7 +338,7 @@ class LabBmc:
             except Exception as exc:  # the driver's failure: the reset was done, say so
                 self.app.logger.exception("applying pending BIOS changes at boot failed")
                 return _error(500, f"the system was reset, but applying its pending BIOS "
-                              f"changes failed: {type(exc).__name__}: {_cut(str(exc))}")
+                              f"changes failed: {type(exc).__name__}: {cut(str(exc))}")
         if request.method not in ("GET", "HEAD") or response.status_code != 200 \
                 or not response.is_json:
             return response
@@ -467,7 +372,7 @@ class LabBmc:
     def _component(self, component: str) -> flask.Response:
         version = self._versions().get(component)
         if version is None:
-            raise Refused(404, f"no firmware component {_cut(component, 80)}: this BMC has "
+            raise Refused(404, f"no firmware component {cut(component, 80)}: this BMC has "
                           f"{' and '.join(self._versions())}", "Base.1.8.ResourceMissingAtURI")
         return _json({"@odata.type": "#SoftwareInventory.v1_2_0.SoftwareInventory",
                       "@odata.id": f"{INVENTORY}/{component}", "Id": component,
@@ -481,7 +386,7 @@ class LabBmc:
         uri = check_image_uri(body.get("ImageURI"))
         protocol = body.get("TransferProtocol")
         if protocol is not None and protocol != urlsplit(uri).scheme.upper():
-            raise Refused(400, f"TransferProtocol {_cut(repr(protocol), 40)} does not fit "
+            raise Refused(400, f"TransferProtocol {cut(repr(protocol), 40)} does not fit "
                           f"ImageURI: give {urlsplit(uri).scheme.upper()!r} or leave it out",
                           "Base.1.8.ActionParameterValueNotInList")
         targets = body.get("Targets") or []
@@ -505,7 +410,7 @@ class LabBmc:
             task: TaskBody = {
                 "@odata.type": "#Task.v1_4_3.Task", "@odata.id": f"{TASKS}/{number}",
                 "Id": number, "Name": f"Firmware update {number}",
-                "Description": f"SimpleUpdate from {_cut(uri, 200)}",
+                "Description": f"SimpleUpdate from {cut(uri, 200)}",
                 "TaskState": "Running", "TaskStatus": "OK", "PercentComplete": 0,
                 "StartTime": _now(), "Messages": []}
             self.state.tasks[number] = task
@@ -553,7 +458,7 @@ class LabBmc:
                 self._save()
         except Exception as exc:
             why = str(exc) if isinstance(exc, ImageError) else \
-                f"internal error: {type(exc).__name__}: {_cut(str(exc))}"
+                f"internal error: {type(exc).__name__}: {cut(str(exc))}"
             time.sleep(max(0.0, done_at - time.monotonic()))
             with self.lock:
                 self._end(self.state.tasks[number], "Exception", "Critical", why)
@@ -583,7 +488,7 @@ class LabBmc:
             found = self.state.tasks.get(task)
             body = json.loads(json.dumps(found)) if found else None
         if body is None:
-            raise Refused(404, f"no task {_cut(task, 40)}", "Base.1.8.ResourceMissingAtURI")
+            raise Refused(404, f"no task {cut(task, 40)}", "Base.1.8.ResourceMissingAtURI")
         return _json(body)
 
     # BIOS settings
@@ -612,7 +517,7 @@ class LabBmc:
         current = self.app.systems.get_bios(uuid)
         unknown = sorted(name for name in attributes if name not in current)
         if unknown:
-            raise Refused(400, f"BIOS attribute {_cut(unknown[0], 80)} is not one of this "
+            raise Refused(400, f"BIOS attribute {cut(unknown[0], 80)} is not one of this "
                           f"system's ({len(current)} attributes)" +
                           (f", nor {len(unknown) - 1} more" if len(unknown) > 1 else ""),
                           "Base.1.8.PropertyUnknown")
@@ -700,18 +605,6 @@ def _hook_after(response: flask.Response) -> flask.Response:
     return lab.after(response) if lab is not None else response
 
 
-def enter_netns(name: str) -> None:
-    """The calling thread's sockets from now on in network namespace `name` (setns is per
-    thread): a task's fetch reaches the rack's boot server, the app keeps the host's loopback."""
-    if not _NETNS.fullmatch(name):
-        raise ImageError(f"{NETNS_KEY} {name!r} is not a namespace name")
-    fd = os.open(f"/run/netns/{name}", os.O_RDONLY)
-    try:
-        os.setns(fd, os.CLONE_NEWNET)
-    finally:
-        os.close(fd)
-
-
 def install(app: Any) -> LabBmc:
     """The stand-in, configured from app.config (sushy-tools' configuration file), installed
     on sushy-tools' app. Installing again replaces the stand-in (its hooks are added once)."""
@@ -721,7 +614,7 @@ def install(app: Any) -> LabBmc:
     seconds = config.get(TASK_SECONDS_KEY, DEFAULT_TASK_SECONDS)
     if state is not None and not isinstance(state, str | Path):
         raise ValueError(f"{STATE_KEY} is {state!r}: give a file's path")
-    if not (isinstance(firmware, str) and _VERSION.fullmatch(firmware)):
+    if not (isinstance(firmware, str) and VERSION.fullmatch(firmware)):
         raise ValueError(f"{FIRMWARE_KEY} is {firmware!r}: give a version, 1 to 64 printable "
                          "ASCII characters with no space at either end")
     if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
@@ -729,7 +622,7 @@ def install(app: Any) -> LabBmc:
         raise ValueError(f"{TASK_SECONDS_KEY} is {seconds!r}: give 0 to {MAX_TASK_SECONDS:.0f} "
                          "seconds")
     netns = config.get(NETNS_KEY)
-    if netns is not None and not (isinstance(netns, str) and _NETNS.fullmatch(netns)):
+    if netns is not None and not (isinstance(netns, str) and NETNS_NAME.fullmatch(netns)):
         raise ValueError(f"{NETNS_KEY} is {netns!r}: give a network namespace's name")
     lab = LabBmc(app, Path(state) if state is not None else None, firmware, float(seconds),
                  netns)

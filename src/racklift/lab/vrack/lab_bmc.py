@@ -46,8 +46,6 @@ import json
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -59,6 +57,7 @@ from werkzeug.routing import Map, Rule
 
 from racklift.bmc.firmware import MAX_VALUE, is_bios_value
 from racklift.lab.vrack.bmc import FIRMWARE_KEY, NETNS_KEY, STATE_KEY, TASK_SECONDS_KEY
+from racklift.lab.vrack.lab_bmc_state import DEFAULT_BMC_FIRMWARE, State, TaskBody, now
 from racklift.lab.vrack.lab_firmware import (
     COMPONENTS,
     MAX_IMAGE,
@@ -73,7 +72,6 @@ from racklift.lab.vrack.lab_firmware import (
 from racklift.paths import write_atomically
 
 EXTENSION = "racklift_lab_bmc"  # app.extensions key of the installed LabBmc
-DEFAULT_BMC_FIRMWARE = "1.00"  # sushy-tools' Manager says FirmwareVersion "1.00"
 DEFAULT_TASK_SECONDS = 1.5
 MAX_TASK_SECONDS = 600.0
 MAX_BODY = 64 * 1024  # bytes of a request body the stand-in reads
@@ -82,7 +80,6 @@ MAX_TARGETS = 8
 MAX_ATTRIBUTES = 256  # attributes in one PATCH
 MAX_TASKS = 64  # kept; the oldest finished go first
 MAX_RUNNING = 4  # updates at once
-INT_BOUND = 2 ** 63
 
 BOOTS_WHEN_OFF = ("On", "ForceOn")
 BOOTS_WHEN_ON = ("ForceRestart", "GracefulRestart", "PowerCycle")
@@ -92,8 +89,6 @@ INVENTORY = f"{UPDATE_SERVICE}/FirmwareInventory"
 SIMPLE_UPDATE = f"{UPDATE_SERVICE}/Actions/UpdateService.SimpleUpdate"
 TASKS = "/redfish/v1/TaskService/Tasks"
 
-Scalar = str | int | bool
-TaskBody = dict[str, Any]
 
 # The paths the stand-in answers itself (before sushy-tools' routes see the request).
 _OWNED = Map([
@@ -138,55 +133,6 @@ def check_image_uri(uri: Any) -> str:
         raise Refused(400, f"ImageURI {cut(uri, 120)!r} is not an http:// or https:// URL",
                       "Base.1.8.ActionParameterValueFormatError")
     return uri
-
-
-# State
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-@dataclass
-class State:
-    """What the stand-in keeps: the BMC's version, each system's pending BIOS attributes and
-    staged BIOS version (by system UUID), and the tasks (by Id)."""
-
-    bmc_firmware: str = DEFAULT_BMC_FIRMWARE
-    next_task: int = 1
-    pending_bios: dict[str, dict[str, Scalar]] = field(default_factory=dict)
-    pending_bios_version: dict[str, str] = field(default_factory=dict)
-    tasks: dict[str, TaskBody] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"bmc_firmware": self.bmc_firmware, "next_task": self.next_task,
-                "pending_bios": self.pending_bios,
-                "pending_bios_version": self.pending_bios_version, "tasks": self.tasks}
-
-    @classmethod
-    def from_json(cls, data: Any) -> State:
-        """The state a file holds; ValueError when it is not one."""
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
-        state = cls(data.get("bmc_firmware"), data.get("next_task"),
-                    data.get("pending_bios"), data.get("pending_bios_version"),
-                    data.get("tasks"))
-        if not (isinstance(state.bmc_firmware, str) and VERSION.fullmatch(state.bmc_firmware)):
-            raise ValueError("bmc_firmware is not a version")
-        if not (isinstance(state.next_task, int) and 0 < state.next_task < INT_BOUND):
-            raise ValueError("next_task is not a positive integer")
-        if not (isinstance(state.pending_bios, dict) and all(
-                isinstance(v, dict) and all(is_bios_value(x) for x in v.values())
-                for v in state.pending_bios.values())):
-            raise ValueError("pending_bios is not attributes by system")
-        if not (isinstance(state.pending_bios_version, dict) and all(
-                isinstance(v, str) and VERSION.fullmatch(v)
-                for v in state.pending_bios_version.values())):
-            raise ValueError("pending_bios_version is not versions by system")
-        if not (isinstance(state.tasks, dict) and all(
-                isinstance(t, dict) and t.get("Id") == k for k, t in state.tasks.items())):
-            raise ValueError("tasks is not tasks by Id")
-        return state
 
 
 # ---------------------------------------------------------------------------------------------
@@ -412,7 +358,7 @@ class LabBmc:
                 "Id": number, "Name": f"Firmware update {number}",
                 "Description": f"SimpleUpdate from {cut(uri, 200)}",
                 "TaskState": "Running", "TaskStatus": "OK", "PercentComplete": 0,
-                "StartTime": _now(), "Messages": []}
+                "StartTime": now(), "Messages": []}
             self.state.tasks[number] = task
             self._forget_old_tasks()
             self._save()
@@ -467,7 +413,7 @@ class LabBmc:
     @staticmethod
     def _end(task: TaskBody, state: str, status: str, message: str) -> None:
         ok = status == "OK"
-        task.update({"TaskState": state, "TaskStatus": status, "EndTime": _now(),
+        task.update({"TaskState": state, "TaskStatus": status, "EndTime": now(),
                      "Messages": [{
                          "@odata.type": "#Message.v1_1_1.Message",
                          "MessageId": ("TaskEvent.1.0.TaskCompletedOK" if ok

@@ -20,6 +20,7 @@ PACKAGE = Path(racklift.__file__).resolve().parent
 # The lab's tasks, and the command line (racklift.cli, racklift.tasks) that puts production's
 # and the lab's tasks together: production may import none of them.
 LAB_TASKS = {"racklift.tasks.lab", "racklift.tasks.lab_netbox", "racklift.tasks.vrack",
+             "racklift.tasks.fleet",
              "racklift.cli", "racklift.tasks"}
 
 

@@ -25,7 +25,8 @@ print(json.dumps({"lab": sorted(m for m in sys.modules if m.startswith("racklift
 def test_the_production_inventory_holds_nothing_of_the_lab() -> None:
     assert not [p for p in (REPO_ROOT / "inventory").rglob("*") if "lab" in p.name]
     assert {p.name for p in (LAB_SOURCE.parent / "group_vars").glob("*.yml")} == {
-        "tag_racklift_lab_host.yml", "tag_racklift_lab_prov.yml", "tag_racklift_lab_vm.yml"}
+        "tag_racklift_lab_host.yml", "tag_racklift_lab_prov.yml", "tag_racklift_lab_sim.yml",
+        "tag_racklift_lab_vm.yml"}
     assert lab_inventory()["ANSIBLE_INVENTORY"].split(",") == [
         str(REPO_ROOT / "inventory" / "netbox.racklift.yml"), str(LAB_SOURCE)]
 

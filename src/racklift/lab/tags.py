@@ -9,12 +9,14 @@ LAB = "racklift-lab"  # objects the lab created, and the only ones lab teardown 
 LAB_HOST = "racklift-lab-host"  # a lab host (container or VM): its hardware is emulated
 VM = "racklift-lab-vm"  # a VM of the virtual rack
 PROV = "racklift-lab-prov"  # reached through the provisioning namespace (SSH ProxyCommand)
+SIM = "racklift-lab-sim"  # a simulated host of the lab's fleet (racklift.lab.fleet)
 
 _TAGS = {
     LAB: ("9e9e9e", "Created by the racklift lab; removed by lab teardown"),
     LAB_HOST: ("607d8b", "A racklift lab host (container or VM): its GPUs and HCAs are emulated"),
     VM: ("795548", "A VM of the racklift virtual rack (lab)"),
     PROV: ("795548", "Reached through the lab's provisioning namespace"),
+    SIM: ("3f51b5", "A simulated host of the racklift lab's fleet: no machine behind it"),
 }
 
 

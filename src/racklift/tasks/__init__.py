@@ -8,7 +8,7 @@ from invoke import Collection, task
 from invoke.exceptions import Exit
 
 from racklift.console import console
-from racklift.tasks import bmc, image, lab, lab_netbox, mirror, netbox, vrack
+from racklift.tasks import bmc, fleet, image, lab, lab_netbox, mirror, netbox, vrack
 from racklift.tasks.lab_netbox import lab_connect, lab_session, seed, up
 from racklift.tasks.netbox import bootstrap, expected
 from racklift.tasks.pipeline import accept, locks, provision, reimage, unlock
@@ -65,3 +65,4 @@ namespace.add_collection(Collection.from_module(mirror), name="mirror")
 namespace.add_collection(Collection.from_module(vrack), name="vrack")
 namespace.add_collection(Collection.from_module(image), name="image")
 namespace.add_collection(Collection.from_module(bmc), name="bmc")
+namespace.add_collection(Collection.from_module(fleet), name="fleet")

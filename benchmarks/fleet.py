@@ -1,0 +1,185 @@
+"""A fleet through one controller: `provision --no-image` of 64, 512 and 4,096 simulated hosts
+(racklift.lab.fleet: 8 GPUs and 8 HCAs each, cabled to their rack's leaf and their rail group's
+InfiniBand leaves, over several sites) from `planned` to `active`, a few percent of them faulty.
+
+The hosts cost the machine almost nothing of their own: one process answers SSH for all of them
+from the fleet's namespace, each at its own address, with the document racklift's collector
+would print there, after the real tools' time (`nvidia-smi -q -x` 6 s; --latency none: at
+once). So the two cores are the controller's: what this measures is racklift, NetBox and
+Ansible. The image stage is not simulated yet (imaging goes through the lab's VMs); configure
+runs its Ansible job per rack and connects to no host (simulated hosts get no roles).
+
+Per size: wall time, each stage's time per host, hosts per hour, the controller's CPU per host
+(this process and everything it ran: ansible-playbook, ssh clients), NetBox's API requests per
+host (counted in NetBox's own access log), the controller's peak memory, and every faulty
+host's refusal checked against its fault. Each size starts from an empty NetBox (a NetBox
+instance of its own, `fleet`, on port 8021).
+
+Usage: .venv/bin/python benchmarks/fleet.py [--sizes 64,512,4096] [--latency realistic]
+The last line reads `fleet N simulated hosts: planned to active X s, controller CPU Y s/host,
+NetBox Z requests/host`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from common import load, machine
+
+from racklift.lab import netbox_server
+from racklift.lab.fleet import lifecycle, server
+from racklift.lab.fleet.plan import FleetPlan
+from racklift.lab.sources import use_lab_inventory
+from racklift.netbox.client import NetBox, NetBoxSettings
+from racklift.netbox.selection import Selection
+from racklift.pipeline.outcome import JOINED
+from racklift.pipeline.plan import Options
+from racklift.pipeline.progress import QUIET, Progress
+from racklift.pipeline.provision import run
+from racklift.pipeline.racks import Limits
+
+INSTANCE = netbox_server.NetBoxInstance(name="fleet", port=8021, redis_base=8)
+# One host in FAULT_EVERY is faulty, its fault drawn in turn from FAULTS: each with the words
+# its refusal must hold.
+FAULT_EVERY = 33
+FAULTS = {
+    "xid_79": "Xid 79",
+    "ib_port_down": "mlx5_",
+    "wrong_system_serial": "serial",
+    "unreachable": "unreachable",
+    "garbage": "not JSON",
+}
+SITES = {64: 2, 512: 4, 4096: 8}
+
+
+def faults_for(fleet: FleetPlan) -> dict[str, list[str]]:
+    kinds = list(FAULTS)
+    chosen = fleet.hosts[FAULT_EVERY // 2::FAULT_EVERY]
+    return {h.name: [kinds[i % len(kinds)]] for i, h in enumerate(chosen)}
+
+
+def cpu_seconds() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def process_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def requests_since(offset: int) -> Counter[str]:
+    """NetBox API requests in its access log (gunicorn's: `... "GET /api/... HTTP/1.1" ...`)
+    after `offset`, by method."""
+    counts: Counter[str] = Counter()
+    with INSTANCE.log_file.open("rb") as log:
+        log.seek(offset)
+        for line in log:
+            request = line.split(b'"')[1:2]
+            words = request[0].split() if request else []
+            if len(words) == 3 and words[1].startswith((b"/api/", b"/graphql/")):
+                counts[words[0].decode()] += 1
+    return counts
+
+
+@dataclass
+class Measured:
+    hosts: int
+    seconds: float
+    cpu: float
+    server_cpu: float
+    requests: Counter[str]
+    peak_mib: float
+    stages: dict[str, float]
+    outcome: Counter[str]
+    wrong: list[str]
+
+
+def one_size(hosts: int, latency: str, parallel: int, per_site: int) -> Measured:
+    print(f"{hosts} hosts: an empty NetBox ...", flush=True)
+    netbox_server.switch_data(INSTANCE, None)
+    netbox = NetBox.connect(NetBoxSettings(INSTANCE.url, INSTANCE.token))
+    sites = SITES.get(hosts, max(1, hosts // 512))
+    fleet = server.Spec(hosts, sites).fleet()
+    spec = server.Spec(hosts, sites, faults=faults_for(fleet),
+                       collect_seconds=server.collect_seconds() if latency == "realistic" else 0)
+    started = time.monotonic()
+    lifecycle.up(netbox, spec, INSTANCE)
+    print(f"  seeded and served in {time.monotonic() - started:.0f} s ({load()})", flush=True)
+    pid = int((lifecycle.fleet_dir() / "server.pid").read_text())
+    server_before = process_cpu(pid)
+    offset = INSTANCE.log_file.stat().st_size
+    cpu = cpu_seconds()
+    lines: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="racklift-bench-fleet-") as runs:
+        os.environ["RACKLIFT_RUNS"] = runs
+        result = run(netbox, Selection(sites=tuple(s.site for s in fleet.sites),
+                                       roles=("gpu-server",)),
+                     Options(image=False, limits=Limits(total=parallel, per_site=per_site)),
+                     progress=Progress(lines.append, QUIET))
+    cpu = cpu_seconds() - cpu
+    requests = requests_since(offset)
+    server_cpu = process_cpu(pid) - server_before
+    stages: Counter[str] = Counter()
+    for h in result.hosts:
+        stages.update(h.timings)
+    wrong = []
+    for h in result.hosts:
+        kinds = spec.faults.get(h.name)
+        if kinds is None and h.result != JOINED:
+            wrong.append(f"{h.name} (healthy) {h.result}: {h.error}")
+        elif kinds and (h.result == JOINED or FAULTS[kinds[0]] not in (h.error or "")):
+            wrong.append(f"{h.name} ({kinds[0]}) {h.result}: {h.error}")
+    lifecycle.down()
+    peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+               resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
+    return Measured(hosts, result.seconds, cpu, server_cpu, requests, peak,
+                    {k: v / len(result.hosts) for k, v in stages.items()},
+                    Counter(h.result for h in result.hosts), wrong)
+
+
+def report(m: Measured) -> None:
+    per_host = sum(m.requests.values()) / m.hosts
+    print(f"  planned to active {m.seconds:.1f} s, {m.hosts / m.seconds * 3600:.0f} hosts/hour; "
+          f"{', '.join(f'{n} {r}' for r, n in sorted(m.outcome.items()))}", flush=True)
+    print(f"  stage time per host: "
+          f"{', '.join(f'{s} {v:.1f} s' for s, v in m.stages.items())}")
+    print(f"  controller CPU {m.cpu:.0f} s ({m.cpu / m.hosts:.3f} s/host); the simulator's "
+          f"{m.server_cpu:.0f} s; peak memory {m.peak_mib:.0f} MiB (one process)")
+    print(f"  NetBox API requests {sum(m.requests.values())} ({per_host:.1f}/host: "
+          f"{', '.join(f'{k} {v}' for k, v in sorted(m.requests.items()))})")
+    for line in m.wrong[:10]:
+        print(f"  WRONG: {line}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="64,512,4096")
+    parser.add_argument("--latency", choices=("realistic", "none"), default="realistic")
+    parser.add_argument("--parallel-racks", type=int, default=16)
+    parser.add_argument("--racks-per-site", type=int, default=8)
+    args = parser.parse_args()
+    use_lab_inventory()
+    netbox_server.up(INSTANCE)
+    print(f"machine: {machine()}; {load()}; tool latency: {args.latency}; racks at once "
+          f"{args.parallel_racks} ({args.racks_per_site} per site)", flush=True)
+    last = None
+    for size in (int(s) for s in args.sizes.split(",")):
+        last = one_size(size, args.latency, args.parallel_racks, args.racks_per_site)
+        report(last)
+    if last is not None:
+        print(f"fleet {last.hosts} simulated hosts: planned to active {last.seconds:.0f} s, "
+              f"controller CPU {last.cpu / last.hosts:.3f} s/host, NetBox "
+              f"{sum(last.requests.values()) / last.hosts:.1f} requests/host")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+"""One process that answers SSH for every simulated host (lab only): it listens once in the
+fleet's namespace (racklift.lab.fleet.network), and the address a connection came to says which
+host was asked. A host answers the collector (`python3 - --sysfs-root ROOT`, the script on
+stdin) with the document racklift's collector would print on it (racklift.lab.fleet.document),
+after the real tools' time; anything else it does not run (127), as a host without the tool.
+
+Faults per host: the hardware faults the lab's emulator injects (racklift.lab.hwemu), and two of
+the wire's own: `unreachable` (the connection closed before the key exchange) and `garbage`
+(the collector prints what is not JSON).
+
+Run as `ip netns exec racklift-fleet python -m racklift.lab.fleet.server SPEC`: SPEC is the
+JSON file `spec()` writes, the fleet's size and faults, from which the plan is made again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import random
+import shlex
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import asyncssh
+
+from racklift.lab import seed
+from racklift.lab.fleet import document, plan
+from racklift.lab.hwemu.faults import FAULTS
+from racklift.lab.hwemu.latency import REALISTIC, delay
+
+UNREACHABLE = "unreachable"
+GARBAGE = "garbage"
+WIRE_FAULTS = frozenset({UNREACHABLE, GARBAGE})
+KINDS = WIRE_FAULTS | frozenset(FAULTS)
+# collect.py reads every tool at once, and reads NVLink's error counters twice, 5 s apart: its
+# time is its slowest command's.
+NVLINK_PAUSE = 5.0
+
+def collect_seconds(table: Mapping[str, float] = REALISTIC) -> float:
+    """How long collect.py takes on a host whose tools take `table`'s times."""
+    def took(command: str) -> float:
+        words = command.split()
+        return delay(table, words[0], words[1:])
+    nvlink = 2 * took("nvidia-smi nvlink -e") + NVLINK_PAUSE
+    return max(nvlink, *(took(c) for c in ("nvidia-smi -q -x", "nvidia-smi topo -m",
+                                           "ibnetdiscover", "ibstat", "ibv_devinfo")))
+
+@dataclass(frozen=True)
+class Spec:
+    """What the server serves: the fleet `plan.plan(hosts, sites, hosts_per_rack)` makes, each
+    host's faults, and the collector's time (its median; each host's own is drawn around it,
+    the same on every run)."""
+
+    hosts: int
+    sites: int = 1
+    hosts_per_rack: int = seed.HOSTS_PER_RACK
+    faults: dict[str, list[str]] = field(default_factory=dict)
+    collect_seconds: float = 0.0
+    spread: float = 0.1  # of the log-normal around the median
+    authorized_key: str = ""  # the controller's public key, OpenSSH's one-line form
+
+    def __post_init__(self) -> None:
+        for host, kinds in self.faults.items():
+            if unknown := sorted(set(kinds) - KINDS):
+                raise ValueError(f"{host}: no fault {', '.join(unknown)}: the faults are "
+                                 f"{', '.join(sorted(KINDS))}")
+
+    def fleet(self) -> plan.FleetPlan:
+        return plan.plan(self.hosts, self.sites, self.hosts_per_rack)
+
+def write_spec(spec: Spec, path: Path) -> None:
+    path.write_text(json.dumps(asdict(spec), indent=1))
+
+def read_spec(path: Path) -> Spec:
+    return Spec(**json.loads(path.read_text()))
+
+@dataclass(frozen=True)
+class Host:
+    plan: seed.HostPlan
+    faults: tuple[str, ...]
+    seconds: float
+
+    def answer(self, sysfs_root: str) -> bytes:
+        if GARBAGE in self.faults:
+            return b"Traceback (most recent call last):\n  ... not a document\n"
+        profile = document.profile_for(
+            self.plan, [f for f in self.faults if f not in WIRE_FAULTS])
+        got = document.collector_document(self.plan, profile, plan.SOFTWARE,
+                                          collected_at=time.time())
+        return json.dumps({**got, "sysfs_root": sysfs_root}).encode()
+
+def hosts_by_address(spec: Spec) -> dict[str, Host]:
+    hosts = {}
+    for h in spec.fleet().hosts:
+        rng = random.Random(h.name)
+        seconds = (spec.collect_seconds * rng.lognormvariate(0, spec.spread)
+                   if spec.collect_seconds else 0.0)
+        hosts[h.primary_ip.split("/")[0]] = Host(h, tuple(spec.faults.get(h.name, ())),
+                                                 seconds)
+    return hosts
+
+def collector_root(command: str | None) -> str | None:
+    """The sysfs root asked for when `command` is the collector's, else None."""
+    try:
+        words = shlex.split(command or "")
+    except ValueError:
+        return None
+    if words[:2] != ["python3", "-"] or "--mirror" in words:
+        return None
+    rest = words[2:]
+    if rest[:1] == ["--sysfs-root"] and len(rest) == 2:
+        return rest[1]
+    return "/sys" if not rest else None
+
+class _Server(asyncssh.SSHServer):
+    def __init__(self, hosts: Mapping[str, Host]) -> None:
+        self._hosts = hosts
+
+    def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
+        address = conn.get_extra_info("sockname")[0]
+        host = self._hosts.get(address)
+        if host is None or UNREACHABLE in host.faults:
+            conn.abort()
+
+async def _serve_one(hosts: Mapping[str, Host], process: asyncssh.SSHServerProcess) -> None:
+    host = hosts[process.get_extra_info("sockname")[0]]
+    root = collector_root(process.command)
+    await process.stdin.read()  # the script, to its end, as python3 would
+    if root is None:
+        process.stderr.write(f"sh: 1: {(process.command or '').split()[:1]}: not found\n"
+                             .encode())
+        process.exit(127)
+        return
+    await asyncio.sleep(host.seconds)
+    # The document is made when asked (a few ms), so thousands of hosts cost no memory.
+    process.stdout.write(host.answer(root))
+    process.exit(0)
+
+async def serve(spec: Spec, host_key: Path, port: int = 22) -> None:
+    hosts = hosts_by_address(spec)
+    await asyncssh.create_server(
+        lambda: _Server(hosts), "", port, server_host_keys=[str(host_key)],
+        authorized_client_keys=asyncssh.import_authorized_keys(spec.authorized_key),
+        process_factory=lambda p: _serve_one(hosts, p), encoding=None,
+        # Thousands of clients at once: the listen queue, not the default 100, takes them.
+        backlog=4096)
+    logging.info("serving %d simulated hosts on port %d", len(hosts), port)
+    await asyncio.Event().wait()
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="racklift.lab.fleet.server", description=__doc__)
+    parser.add_argument("spec", type=Path)
+    parser.add_argument("--host-key", type=Path, required=True)
+    parser.add_argument("--port", type=int, default=22)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    logging.getLogger("asyncssh").setLevel(logging.WARNING)
+    asyncio.run(serve(read_spec(args.spec), args.host_key, args.port))
+    return 0
+
+if __name__ == "__main__":
+    raise SystemExit(main())

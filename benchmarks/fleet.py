@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import resource
 import tempfile
 import time
 from collections import Counter
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,9 +52,9 @@ INSTANCE = netbox_server.NetBoxInstance(name="fleet", port=8021, redis_base=8)
 # its refusal must hold.
 FAULT_EVERY = 33
 FAULTS = {
-    "xid_79": "Xid 79",
-    "ib_port_down": "mlx5_",
-    "wrong_system_serial": "serial",
+    "xid-79": "kernel.gpu_errors",
+    "ib-port-down": "ib.links",
+    "wrong-system-serial": "system.serial",
     "unreachable": "unreachable",
     "garbage": "not JSON",
 }
@@ -76,18 +78,45 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def requests_since(offset: int) -> Counter[str]:
-    """NetBox API requests in its access log (gunicorn's: `... "GET /api/... HTTP/1.1" ...`)
-    after `offset`, by method."""
-    counts: Counter[str] = Counter()
+def netbox_cpu() -> float:
+    """NetBox's gunicorn workers' CPU so far (the workers live as long as the server)."""
+    master = netbox_server.server_pid(INSTANCE)
+    if master is None:
+        return 0.0
+    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    return sum(process_cpu(int(pid)) for pid in children)
+
+
+@dataclass
+class Requests:
+    """NetBox's API requests: how many by method, and the seconds NetBox spent by endpoint
+    (ids as N)."""
+
+    count: Counter[str]
+    seconds: Counter[str]
+
+    @property
+    def total(self) -> int:
+        return sum(self.count.values())
+
+
+def requests_since(offset: int) -> Requests:
+    """NetBox's API requests in its access log after `offset` (lines in
+    netbox_server.ACCESS_LOG's format: the request in quotes, milliseconds last)."""
+    got = Requests(Counter(), Counter())
     with INSTANCE.log_file.open("rb") as log:
         log.seek(offset)
         for line in log:
             request = line.split(b'"')[1:2]
             words = request[0].split() if request else []
-            if len(words) == 3 and words[1].startswith((b"/api/", b"/graphql/")):
-                counts[words[0].decode()] += 1
-    return counts
+            if len(words) != 3 or not words[1].startswith((b"/api/", b"/graphql/")):
+                continue
+            method = words[0].decode()
+            got.count[method] += 1
+            path = re.sub(r"\d+", "N", words[1].decode().split("?")[0])
+            with suppress(ValueError, IndexError):
+                got.seconds[f"{method} {path}"] += int(line.split()[-1]) / 1000
+    return got
 
 
 @dataclass
@@ -96,7 +125,8 @@ class Measured:
     seconds: float
     cpu: float
     server_cpu: float
-    requests: Counter[str]
+    netbox_cpu: float
+    requests: Requests
     peak_mib: float
     stages: dict[str, float]
     outcome: Counter[str]
@@ -117,7 +147,7 @@ def one_size(hosts: int, latency: str, parallel: int, per_site: int) -> Measured
     pid = int((lifecycle.fleet_dir() / "server.pid").read_text())
     server_before = process_cpu(pid)
     offset = INSTANCE.log_file.stat().st_size
-    cpu = cpu_seconds()
+    cpu, netbox_before = cpu_seconds(), netbox_cpu()
     lines: list[str] = []
     with tempfile.TemporaryDirectory(prefix="racklift-bench-fleet-") as runs:
         os.environ["RACKLIFT_RUNS"] = runs
@@ -125,7 +155,7 @@ def one_size(hosts: int, latency: str, parallel: int, per_site: int) -> Measured
                                        roles=("gpu-server",)),
                      Options(image=False, limits=Limits(total=parallel, per_site=per_site)),
                      progress=Progress(lines.append, QUIET))
-    cpu = cpu_seconds() - cpu
+    cpu, netbox_used = cpu_seconds() - cpu, netbox_cpu() - netbox_before
     requests = requests_since(offset)
     server_cpu = process_cpu(pid) - server_before
     stages: Counter[str] = Counter()
@@ -141,21 +171,24 @@ def one_size(hosts: int, latency: str, parallel: int, per_site: int) -> Measured
     lifecycle.down()
     peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
                resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
-    return Measured(hosts, result.seconds, cpu, server_cpu, requests, peak,
+    return Measured(hosts, result.seconds, cpu, server_cpu, netbox_used, requests, peak,
                     {k: v / len(result.hosts) for k, v in stages.items()},
                     Counter(h.result for h in result.hosts), wrong)
 
 
 def report(m: Measured) -> None:
-    per_host = sum(m.requests.values()) / m.hosts
+    per_host = m.requests.total / m.hosts
     print(f"  planned to active {m.seconds:.1f} s, {m.hosts / m.seconds * 3600:.0f} hosts/hour; "
           f"{', '.join(f'{n} {r}' for r, n in sorted(m.outcome.items()))}", flush=True)
     print(f"  stage time per host: "
           f"{', '.join(f'{s} {v:.1f} s' for s, v in m.stages.items())}")
-    print(f"  controller CPU {m.cpu:.0f} s ({m.cpu / m.hosts:.3f} s/host); the simulator's "
+    print(f"  controller CPU {m.cpu:.0f} s ({m.cpu / m.hosts:.3f} s/host), NetBox's "
+          f"{m.netbox_cpu:.0f} s ({m.netbox_cpu / m.hosts:.3f} s/host), the simulator's "
           f"{m.server_cpu:.0f} s; peak memory {m.peak_mib:.0f} MiB (one process)")
-    print(f"  NetBox API requests {sum(m.requests.values())} ({per_host:.1f}/host: "
-          f"{', '.join(f'{k} {v}' for k, v in sorted(m.requests.items()))})")
+    print(f"  NetBox API requests {m.requests.total} ({per_host:.1f}/host: "
+          f"{', '.join(f'{k} {v}' for k, v in sorted(m.requests.count.items()))}); NetBox's "
+          f"time {sum(m.requests.seconds.values()):.0f} s, most in: "
+          f"{', '.join(f'{k} {v:.0f} s' for k, v in m.requests.seconds.most_common(4))}")
     for line in m.wrong[:10]:
         print(f"  WRONG: {line}")
 
@@ -178,7 +211,7 @@ def main() -> None:
     if last is not None:
         print(f"fleet {last.hosts} simulated hosts: planned to active {last.seconds:.0f} s, "
               f"controller CPU {last.cpu / last.hosts:.3f} s/host, NetBox "
-              f"{sum(last.requests.values()) / last.hosts:.1f} requests/host")
+              f"{last.requests.total / last.hosts:.1f} requests/host")
 
 
 if __name__ == "__main__":

@@ -77,14 +77,11 @@ def _recable(name: str, mac: str, faults: Iterable[str],
              net: LabNet) -> tuple[str, str, str | None, str | None]:
     """The host's in-band cable as its faults leave it (none: as planned); returns what its
     lldpd should then hear on it (host, NIC, switch, port; switch None: nothing)."""
-    switch, port = leaf.planned(name)
-    faults = set(faults)
-    if "eth-link-no-neighbor" in faults:
-        leaf.plug(name, seed.INBAND, mac, net.name, switch, port, link=False)
+    switch, planned = leaf.planned(name)
+    port = hwemu.inband_port(planned, faults)
+    if port is None:
+        leaf.plug(name, seed.INBAND, mac, net.name, switch, planned, link=False)
         return name, seed.INBAND, None, None
-    if "eth-cable-wrong-port" in faults:
-        number = int(port.removeprefix("swp"))
-        port = f"swp{number - 1 if number > 1 else number + 1}"
     leaf.plug(name, seed.INBAND, mac, net.name, switch, port)
     return name, seed.INBAND, switch, port
 

@@ -161,7 +161,7 @@ def collector_document(host: seed.HostPlan, profile: hwemu.Profile,
         "packages.txt": lambda: packages,
         "services.txt": lambda: _services(state),
         "df.txt": lambda: DF,
-        "lldpctl.json": lambda: _lldp(host),
+        "lldpctl.json": lambda: _lldp(host, profile),
     }
     outputs = {}
     for name, command in COMMANDS.items():
@@ -338,10 +338,20 @@ def _neighbour(switch: str, port: str) -> dict[str, Any]:
     return body
 
 
-def _lldp(host: seed.HostPlan) -> str:
-    """lldpctl -f json: each cabled Ethernet port's planned neighbour. lldpd's json collapses
-    one interface to an object, several to a list of one-key objects."""
-    heard = [{name: _neighbour(*host.links[name])} for name in (seed.PROVISIONING, seed.INBAND)
-             if name in host.links]
+def _heard(host: seed.HostPlan, profile: hwemu.Profile, name: str) -> tuple[str, str] | None:
+    """The neighbour lldpd hears on `name`: as planned, but for the in-band cable under the
+    lab's Ethernet faults (racklift.lab.hardware moves the real cable the same way)."""
+    switch, port = host.links[name]
+    if name == seed.INBAND:
+        moved = hwemu.inband_port(port, profile.faults)
+        return None if moved is None else (switch, moved)
+    return switch, port
+
+
+def _lldp(host: seed.HostPlan, profile: hwemu.Profile) -> str:
+    """lldpctl -f json: each cabled Ethernet port's neighbour. lldpd's json collapses one
+    interface to an object, several to a list of one-key objects."""
+    heard = [{name: _neighbour(*peer)} for name in (seed.PROVISIONING, seed.INBAND)
+             if name in host.links and (peer := _heard(host, profile, name))]
     interfaces: dict[str, Any] | list[dict[str, Any]] = heard[0] if len(heard) == 1 else heard
     return json.dumps({"lldp": {"interface": interfaces} if heard else {}}, indent=2) + "\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from .generate import generate_profile
 from .profile import GPU, WRONG_DRIVER, HCAPort, Profile, _hca, _set_driver, _ts, cabled
@@ -252,6 +252,18 @@ def _at_the_leaf(p: Profile) -> None:
 
 
 ETHERNET_FAULTS = ("eth-cable-wrong-port", "eth-link-no-neighbor")
+
+
+def inband_port(port: str, faults: Iterable[str]) -> str | None:
+    """The leaf port (`swpN`) the in-band cable planned into `port` is in under the Ethernet
+    faults; None: pulled, nothing heard."""
+    faults = set(faults)
+    if "eth-link-no-neighbor" in faults:
+        return None
+    if "eth-cable-wrong-port" in faults:
+        number = int(port.removeprefix("swp"))
+        return f"swp{number - 1 if number > 1 else number + 1}"
+    return port
 
 
 def _wrong_system_serial(p: Profile) -> None:

@@ -1,0 +1,93 @@
+"""The simulated fleet (racklift.lab.fleet) through the real pipeline: hosts that exist only as
+one SSH server's answers, each at its own address, go from `planned` to the pool through the
+real test NetBox, real Ansible (configure: no roles, no connection) and racklift's real
+collector over OpenSSH, and the faulty ones are refused on their own check. Two controllers,
+each a `racklift provision` process of its own, take one site each at the same time against
+the one NetBox."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from helpers import BIN
+from racklift.lab.fleet import lifecycle, server
+from racklift.netbox.reader import Selection, read_hosts
+
+pytestmark = pytest.mark.netbox
+
+# 40 hosts of 8 to a rack: the first site takes a whole rail group (32), the second the rest.
+HOSTS = 40
+FAULTS = {
+    "sim-00003": ["xid-79"],
+    "sim-00010": ["ib-port-down"],
+    "sim-00017": ["unreachable"],
+    "sim-00034": ["garbage"],
+    "sim-00039": ["wrong-system-serial"],
+}
+# The check each fault's refusal names.
+REFUSED_ON = {
+    "sim-00003": "kernel.gpu_errors: CRITICAL: XID 79",
+    "sim-00010": "ib.links: CRITICAL: ports not Active/LinkUp: mlx5_3",
+    "sim-00017": "collection: unreachable",
+    "sim-00034": "the collector's output is not JSON",
+    "sim-00039": "system.serial: expected 'SIM00000039'",
+}
+
+
+@pytest.fixture(scope="module")
+def fleet(instance, netbox):
+    spec = server.Spec(HOSTS, sites=2, faults=FAULTS)
+    got = lifecycle.up(netbox, spec, instance)
+    yield got
+    lifecycle.down()
+
+
+def provision(settings, site: str, runs) -> tuple[int, dict]:
+    done = subprocess.run(
+        [str(BIN / "racklift"), "provision", "--site", site, "--no-image", "--json"],
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, "NETBOX_URL": settings.url, "NETBOX_TOKEN": settings.token,
+             "RACKLIFT_RUNS": str(runs / site)})
+    assert done.stdout, done.stderr[-2000:]
+    return done.returncode, json.loads(done.stdout)
+
+
+def test_two_controllers_take_a_site_each_and_admit_exactly_the_healthy_hosts(
+        fleet, netbox, settings, tmp_path):
+    sites = [s.site for s in fleet.plan.sites]
+    assert sites == ["sim1", "sim2"]
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda site: provision(settings, site, tmp_path), sites))
+
+    results = {}
+    for (rc, report), site in zip(runs, sites, strict=True):
+        assert rc == 1  # some hosts did not join
+        assert {h["host"] for h in report["hosts"]} == {
+            h.name for h in fleet.plan.sites[sites.index(site)].hosts}
+        results |= {h["host"]: h for h in report["hosts"]}
+    assert len(results) == HOSTS
+    for name, got in results.items():
+        if name in FAULTS:
+            assert (got["result"], got["stage_reached"]) == ("failed", "verify"), got
+            assert REFUSED_ON[name] in got["error"], got
+        else:
+            assert got["result"] == "joined", got
+
+    recorded = {h.name: h.status for h in read_hosts(netbox, Selection(sites=tuple(sites)))}
+    assert recorded == {name: "failed" if name in FAULTS else "active" for name in results}
+
+
+def test_a_command_other_than_the_collector_is_not_run(fleet):
+    first = fleet.plan.hosts[0].primary_ip.split("/")[0]
+    key = lifecycle.hosts.ssh_key()
+    done = subprocess.run(
+        ["ssh", "-i", str(key), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+         "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", f"root@{first}",
+         "rm -rf /"], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 127
+    assert "not found" in done.stderr

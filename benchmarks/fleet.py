@@ -57,6 +57,9 @@ FAULTS = {
     "wrong-system-serial": "system.serial",
     "unreachable": "unreachable",
     "garbage": "not JSON",
+    "bmc-firmware-old": "firmware BMC: found",
+    "bios-setting-off": "BIOS attribute",
+    "bmc-unreachable": "its BMC could not be read",
 }
 SITES = {64: 2, 512: 4, 4096: 8}
 

@@ -25,16 +25,25 @@ HOSTS = 40
 FAULTS = {
     "sim-00003": ["xid-79"],
     "sim-00010": ["ib-port-down"],
+    "sim-00012": ["eth-cable-wrong-port"],
     "sim-00017": ["unreachable"],
+    "sim-00021": ["bmc-firmware-old"],
+    "sim-00026": ["bios-setting-off"],
     "sim-00034": ["garbage"],
+    "sim-00036": ["bmc-unreachable"],
     "sim-00039": ["wrong-system-serial"],
 }
-# The check each fault's refusal names.
+# What each fault's refusal says: the check, and what it found.
 REFUSED_ON = {
     "sim-00003": "kernel.gpu_errors: CRITICAL: XID 79",
     "sim-00010": "ib.links: CRITICAL: ports not Active/LinkUp: mlx5_3",
+    "sim-00012": "swp7",
     "sim-00017": "collection: unreachable",
+    "sim-00021": "firmware BMC: found 01.02.07, wanted 01.03.12",
+    "sim-00026": 'BIOS attribute SMTControl: found "Disabled", wanted "Enabled"',
     "sim-00034": "the collector's output is not JSON",
+    "sim-00036": "firmware.pins: UNKNOWN: its BMC could not be read: sim-00036: BMC at "
+                 "https://10.49.0.36:443 is unreachable",
     "sim-00039": "system.serial: expected 'SIM00000039'",
 }
 

@@ -4,6 +4,7 @@ restarts the server on the new spec); `down` stops the server and removes the na
 
 from __future__ import annotations
 
+import hashlib
 import socket
 import subprocess
 import sys
@@ -15,10 +16,12 @@ from pathlib import Path
 from racklift.lab import hosts, netbox_server, seed
 from racklift.lab.fleet import network, server
 from racklift.lab.fleet.plan import FleetPlan
+from racklift.lab.vrack.bmc import issue_cert, lab_password
 from racklift.lab.vrack.commands import _spawn, _terminate
 from racklift.netbox.client import NetBox
 
 MARKER = b"racklift.lab.fleet.server"
+BMC_USERNAME = "racklift"  # as the sim group vars say
 
 
 def fleet_dir() -> Path:
@@ -66,21 +69,39 @@ def seed_fleet(netbox: NetBox, fleet: FleetPlan, instance: netbox_server.NetBoxI
     return created
 
 
+def bmc_password_file() -> Path:
+    """The simulated BMCs' password (the sim group vars read it; made once, 0600)."""
+    path = fleet_dir() / "bmc-password"
+    lab_password(path)
+    return path
+
+
+def _bmc_cert(fleet: FleetPlan) -> tuple[Path, Path]:
+    """The BMCs' certificate from the lab BMC CA, for every OOB address of this fleet."""
+    addresses = [h.oob_ip.split("/")[0] for h in fleet.hosts]
+    digest = hashlib.sha256(" ".join(addresses).encode()).hexdigest()[:16]
+    return issue_cert(fleet_dir() / "tls" / digest, "racklift fleet BMCs", addresses)
+
+
 def start(spec: server.Spec, net: network.FleetNet = network.NET) -> None:
     """The server on `spec` (restarted), answering once the fleet's first host does."""
     stop()
     fleet_dir().mkdir(parents=True, exist_ok=True)
     spec_file = fleet_dir() / "spec.json"
     server.write_spec(spec, spec_file)
-    first = spec.fleet().hosts[0].primary_ip.split("/")[0]
-    _spawn("the simulated fleet's SSH server",
+    fleet = spec.fleet()
+    cert, key = _bmc_cert(fleet)
+    first = fleet.hosts[0].primary_ip.split("/")[0]
+    _spawn("the simulated fleet's server",
            ["ip", "netns", "exec", net.netns, sys.executable, "-m", MARKER.decode(),
-            str(spec_file), "--host-key", str(_host_key())],
+            str(spec_file), "--host-key", str(_host_key()), "--bmc-cert", str(cert),
+            "--bmc-key", str(key), "--bmc-username", BMC_USERNAME,
+            "--bmc-password-file", str(bmc_password_file())],
            _pid_file(), lambda: answers(first, timeout=0.3))
 
 
 def stop() -> None:
-    _terminate("the simulated fleet's SSH server", _pid_file(), MARKER)
+    _terminate("the simulated fleet's server", _pid_file(), MARKER)
 
 
 def up(netbox: NetBox, spec: server.Spec, instance: netbox_server.NetBoxInstance | None = None,

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from racklift.lab import seed, tags
+from racklift.lab.fleet import bmc
 
 # The fleet's own ranges, routed into its namespace (racklift.lab.fleet.network): clear of the
 # lab's container network (10.89.0.0/24), the virtual rack (10.90.0.0/24) and the seed's
@@ -20,10 +21,12 @@ SITE_PREFIX = "sim"
 HOST_PREFIX = "sim-"  # of hosts and switches
 MAC_BASE = 0x200000  # the seed's MAC numbering from here: clear of the lab's and the seed's
 # What a simulated host runs, as production asks it (the collector's document shows exactly
-# this); no acceptance tests and no registry mirror, which the simulator does not answer yet.
+# this), and the firmware and BIOS its BMC must report; no acceptance tests and no registry
+# mirror, which the simulator does not answer yet.
 SOFTWARE: dict[str, Any] = {
     **seed.DESIRED_SOFTWARE,
     "registry_mirror": {"url": None},
+    **bmc.PINS,
 }
 CONTEXT_NAME = "racklift-lab-fleet"
 

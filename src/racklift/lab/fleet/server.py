@@ -4,12 +4,15 @@ host was asked. A host answers the collector (`python3 - --sysfs-root ROOT`, the
 stdin) with the document racklift's collector would print on it (racklift.lab.fleet.document),
 after the real tools' time; anything else it does not run (127), as a host without the tool.
 
-Faults per host: the hardware faults the lab's emulator injects (racklift.lab.hwemu), and two of
-the wire's own: `unreachable` (the connection closed before the key exchange) and `garbage`
-(the collector prints what is not JSON).
+It also answers each host's BMC, at its OOB address (racklift.lab.fleet.bmc), with the lab BMC
+CA's certificate for every such address.
 
-Run as `ip netns exec racklift-fleet python -m racklift.lab.fleet.server SPEC`: SPEC is the
-JSON file `spec()` writes, the fleet's size and faults, from which the plan is made again.
+Faults per host: the hardware faults the lab's emulator injects (racklift.lab.hwemu), two of
+the wire's own: `unreachable` (the connection closed before the key exchange) and `garbage`
+(the collector prints what is not JSON), and the BMC's (racklift.lab.fleet.bmc.BMC_FAULTS).
+
+Run as `ip netns exec racklift-fleet python -m racklift.lab.fleet.server SPEC ...`: SPEC is the
+JSON file `write_spec` writes, the fleet's size and faults, from which the plan is made again.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import json
 import logging
 import random
 import shlex
+import ssl
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -28,17 +32,18 @@ from pathlib import Path
 import asyncssh
 
 from racklift.lab import seed
-from racklift.lab.fleet import document, plan
+from racklift.lab.fleet import bmc, document, plan
 from racklift.lab.hwemu.faults import FAULTS
 from racklift.lab.hwemu.latency import REALISTIC, delay
 
 UNREACHABLE = "unreachable"
 GARBAGE = "garbage"
 WIRE_FAULTS = frozenset({UNREACHABLE, GARBAGE})
-KINDS = WIRE_FAULTS | frozenset(FAULTS)
+KINDS = WIRE_FAULTS | frozenset(FAULTS) | bmc.BMC_FAULTS
 # collect.py reads every tool at once, and reads NVLink's error counters twice, 5 s apart: its
 # time is its slowest command's.
 NVLINK_PAUSE = 5.0
+
 
 def collect_seconds(table: Mapping[str, float] = REALISTIC) -> float:
     """How long collect.py takes on a host whose tools take `table`'s times."""
@@ -48,6 +53,7 @@ def collect_seconds(table: Mapping[str, float] = REALISTIC) -> float:
     nvlink = 2 * took("nvidia-smi nvlink -e") + NVLINK_PAUSE
     return max(nvlink, *(took(c) for c in ("nvidia-smi -q -x", "nvidia-smi topo -m",
                                            "ibnetdiscover", "ibstat", "ibv_devinfo")))
+
 
 @dataclass(frozen=True)
 class Spec:
@@ -61,6 +67,7 @@ class Spec:
     faults: dict[str, list[str]] = field(default_factory=dict)
     collect_seconds: float = 0.0
     spread: float = 0.1  # of the log-normal around the median
+    power_seconds: float = 0.0  # how long a BMC takes to change the power state (median)
     authorized_key: str = ""  # the controller's public key, OpenSSH's one-line form
 
     def __post_init__(self) -> None:
@@ -72,11 +79,14 @@ class Spec:
     def fleet(self) -> plan.FleetPlan:
         return plan.plan(self.hosts, self.sites, self.hosts_per_rack)
 
+
 def write_spec(spec: Spec, path: Path) -> None:
     path.write_text(json.dumps(asdict(spec), indent=1))
 
+
 def read_spec(path: Path) -> Spec:
     return Spec(**json.loads(path.read_text()))
+
 
 @dataclass(frozen=True)
 class Host:
@@ -87,11 +97,11 @@ class Host:
     def answer(self, sysfs_root: str) -> bytes:
         if GARBAGE in self.faults:
             return b"Traceback (most recent call last):\n  ... not a document\n"
-        profile = document.profile_for(
-            self.plan, [f for f in self.faults if f not in WIRE_FAULTS])
+        profile = document.profile_for(self.plan, [f for f in self.faults if f in FAULTS])
         got = document.collector_document(self.plan, profile, plan.SOFTWARE,
                                           collected_at=time.time())
         return json.dumps({**got, "sysfs_root": sysfs_root}).encode()
+
 
 def hosts_by_address(spec: Spec) -> dict[str, Host]:
     hosts = {}
@@ -102,6 +112,7 @@ def hosts_by_address(spec: Spec) -> dict[str, Host]:
         hosts[h.primary_ip.split("/")[0]] = Host(h, tuple(spec.faults.get(h.name, ())),
                                                  seconds)
     return hosts
+
 
 def collector_root(command: str | None) -> str | None:
     """The sysfs root asked for when `command` is the collector's, else None."""
@@ -116,6 +127,7 @@ def collector_root(command: str | None) -> str | None:
         return rest[1]
     return "/sys" if not rest else None
 
+
 class _Server(asyncssh.SSHServer):
     def __init__(self, hosts: Mapping[str, Host]) -> None:
         self._hosts = hosts
@@ -125,6 +137,7 @@ class _Server(asyncssh.SSHServer):
         host = self._hosts.get(address)
         if host is None or UNREACHABLE in host.faults:
             conn.abort()
+
 
 async def _serve_one(hosts: Mapping[str, Host], process: asyncssh.SSHServerProcess) -> None:
     host = hosts[process.get_extra_info("sockname")[0]]
@@ -140,27 +153,49 @@ async def _serve_one(hosts: Mapping[str, Host], process: asyncssh.SSHServerProce
     process.stdout.write(host.answer(root))
     process.exit(0)
 
-async def serve(spec: Spec, host_key: Path, port: int = 22) -> None:
+
+@dataclass(frozen=True)
+class BmcSettings:
+    cert: Path
+    key: Path
+    username: str
+    password_file: Path
+
+
+async def serve(spec: Spec, host_key: Path, bmc_settings: BmcSettings, ssh_port: int = 22,
+                bmc_port: int = 443) -> None:
     hosts = hosts_by_address(spec)
     await asyncssh.create_server(
-        lambda: _Server(hosts), "", port, server_host_keys=[str(host_key)],
+        lambda: _Server(hosts), "", ssh_port, server_host_keys=[str(host_key)],
         authorized_client_keys=asyncssh.import_authorized_keys(spec.authorized_key),
         process_factory=lambda p: _serve_one(hosts, p), encoding=None,
         # Thousands of clients at once: the listen queue, not the default 100, takes them.
         backlog=4096)
-    logging.info("serving %d simulated hosts on port %d", len(hosts), port)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(bmc_settings.cert, bmc_settings.key)
+    bmcs = bmc.bmcs(list(spec.fleet().hosts), spec.faults, spec.power_seconds)
+    await bmc.serve(bmcs, context, bmc_settings.username,
+                    bmc_settings.password_file.read_text().strip(), bmc_port)
+    logging.info("serving %d simulated hosts on port %d, their BMCs on %d", len(hosts),
+                 ssh_port, bmc_port)
     await asyncio.Event().wait()
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="racklift.lab.fleet.server", description=__doc__)
     parser.add_argument("spec", type=Path)
     parser.add_argument("--host-key", type=Path, required=True)
-    parser.add_argument("--port", type=int, default=22)
+    parser.add_argument("--bmc-cert", type=Path, required=True)
+    parser.add_argument("--bmc-key", type=Path, required=True)
+    parser.add_argument("--bmc-username", required=True)
+    parser.add_argument("--bmc-password-file", type=Path, required=True)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("asyncssh").setLevel(logging.WARNING)
-    asyncio.run(serve(read_spec(args.spec), args.host_key, args.port))
+    asyncio.run(serve(read_spec(args.spec), args.host_key, BmcSettings(
+        args.bmc_cert, args.bmc_key, args.bmc_username, args.bmc_password_file)))
     return 0
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -8,6 +8,7 @@ import importlib.util
 import os
 import secrets
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import requests
@@ -77,17 +78,21 @@ def _ensure_ca() -> None:
          "-addext", "keyUsage=critical,keyCertSign,cRLSign")
 
 
-def _ensure_cert(rack: Vrack, vm: VmPlan) -> tuple[Path, Path]:
-    directory = vm_dir(rack, vm.name)
+def issue_cert(directory: Path, name: str, addresses: Sequence[str]) -> tuple[Path, Path]:
+    """A server certificate from the lab BMC CA for `addresses` (bmc.pem, bmc.key in
+    `directory`), made once."""
+    _ensure_ca()
     cert, key = directory / "bmc.pem", directory / "bmc.key"
     if cert.exists() and key.exists():
         return cert, key
+    directory.mkdir(parents=True, exist_ok=True)
     csr, ext = directory / "bmc.csr", directory / "bmc.ext"
     _run("openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-         "-nodes", "-keyout", str(key), "-out", str(csr), "-subj", f"/CN={vm.name}-bmc")
-    ext.write_text(f"subjectAltName=IP:{vm.bmc}\nbasicConstraints=CA:FALSE\n"
-                   "keyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n"
-                   "authorityKeyIdentifier=keyid\nsubjectKeyIdentifier=hash\n")
+         "-nodes", "-keyout", str(key), "-out", str(csr), "-subj", f"/CN={name}")
+    ext.write_text(f"subjectAltName={','.join(f'IP:{a}' for a in addresses)}\n"
+                   "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n"
+                   "extendedKeyUsage=serverAuth\nauthorityKeyIdentifier=keyid\n"
+                   "subjectKeyIdentifier=hash\n")
     _run("openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca_bundle()),
          "-CAkey", str(ca_dir() / "ca.key"), "-CAcreateserial", "-days", "825",
          "-extfile", str(ext), "-out", str(cert))
@@ -96,19 +101,27 @@ def _ensure_cert(rack: Vrack, vm: VmPlan) -> tuple[Path, Path]:
     return cert, key
 
 
+def _ensure_cert(rack: Vrack, vm: VmPlan) -> tuple[Path, Path]:
+    return issue_cert(vm_dir(rack, vm.name), f"{vm.name}-bmc", [str(vm.bmc)])
+
+
 def _password_file(rack: Vrack) -> Path:
     return vrack_dir(rack) / "bmc-password"
 
 
-def bmc_password(rack: Vrack = LAB) -> str:
-    """The lab BMCs' password (made once per rack; mode 0600)."""
-    path = _password_file(rack)
+def lab_password(path: Path) -> str:
+    """A lab password kept in `path` (made once; mode 0600)."""
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as out:
             out.write(secrets.token_urlsafe(18))
     return path.read_text().strip()
+
+
+def bmc_password(rack: Vrack = LAB) -> str:
+    """The lab BMCs' password (made once per rack)."""
+    return lab_password(_password_file(rack))
 
 
 def _auth_file(rack: Vrack) -> Path:

@@ -87,6 +87,10 @@ def test_two_controllers_take_a_site_each_and_admit_exactly_the_healthy_hosts(
         else:
             assert got["result"] == "joined", got
 
+    # The BMCs' password went from the inventory to the Redfish client, and nowhere else.
+    password = lifecycle.bmc_password_file().read_bytes().strip()
+    assert [p for p in tmp_path.rglob("*") if p.is_file() and password in p.read_bytes()] == []
+
     recorded = {h.name: h.status for h in read_hosts(
         netbox, Selection(sites=tuple(sites), roles=("gpu-server",)))}
     assert recorded == {name: "failed" if name in FAULTS else "active" for name in results}

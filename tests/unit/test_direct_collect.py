@@ -23,8 +23,10 @@ from racklift.verify.direct_collect import (
     COLLECT_TASK,
     CONTAINER_CHECK_TASK,
     Collected,
+    HostFailed,
     collect_direct,
     container_check_argv,
+    run_everywhere,
 )
 from racklift.verify.reach import ansible_reason, ssh_command, target
 
@@ -229,3 +231,31 @@ def test_one_hosts_unreadable_vars_fail_that_host_and_the_others_are_reached(tmp
     assert got["good"]["ssh"][-2:] == ["--", "10.0.0.1"] and "User=root" in got["good"]["ssh"]
     assert got["bad"] == {"error": "its connection settings could not be read: "
                                    "AnsibleUndefinedVariable: 'no_such_var' is undefined"}
+
+
+def test_the_image_check_runs_its_script_on_each_host_and_says_which_did_not_answer(tmp_path):
+    """The image stage's check (files/image_check.sh, `sh -s`) over the same clients: a host
+    with a disk racklift deployed prints its boot id, nonce and marker; one without the marker
+    still hands back what it printed (the stage says the marker is unreadable); one whose ssh
+    fails says so."""
+    disk = tmp_path / "disk"
+    (disk / "etc/racklift").mkdir(parents=True)
+    (disk / "etc/racklift/deploy-nonce").write_text("nonce-1\n")
+    (disk / "etc/racklift/image.json").write_text('{"name": "img", "build_id": "b1"}\n')
+    script = (REPO / "playbooks/files/image_check.sh").read_text().replace(
+        "/etc/racklift/", f"{disk}/etc/racklift/").encode()
+    bare = ["sh", "-c", f'cd {tmp_path} && rm -f {disk}/etc/racklift/image.json && '
+            'exec sh -c "$1"', "transport-stand-in"]
+    events: list[HostEvent] = []
+    got = run_everywhere({"gpu-01": TRANSPORT_STAND_IN, "gpu-03": ["sh", "-c", "exit 255", "ssh"]},
+                         ["sh", "-s"], script, limit=2**16, timeout=30, on_event=events.append,
+                         task="check")
+    boot_id, nonce, marker = got["gpu-01"].stdout.splitlines()
+    assert len(boot_id) == 36 and nonce == "nonce-1"
+    assert json.loads(marker) == {"name": "img", "build_id": "b1"}
+    assert isinstance(got["gpu-03"], HostFailed) and got["gpu-03"].kind == "unreachable"
+    assert sorted((e.host, e.kind) for e in events) == [
+        ("gpu-01", "ok"), ("gpu-01", "start"), ("gpu-03", "start"), ("gpu-03", "unreachable")]
+    gone = run_everywhere({"gpu-02": bare}, ["sh", "-s"], script, limit=2**16, timeout=30)
+    assert gone["gpu-02"].rc != 0 and gone["gpu-02"].stdout.splitlines()[1] == "nonce-1"
+    assert run_everywhere({}, ["sh", "-s"], script, limit=1, timeout=1) == {}

@@ -26,6 +26,7 @@ from racklift.netbox.expected import ExpectedHost
 from racklift.pipeline import image_plan, image_power, image_run, ssh_wait
 from racklift.pipeline import image_stage as imaging
 from racklift.pipeline.progress import Progress
+from racklift.verify import direct_collect
 from redfish_trees import DELL, Tree
 
 IMAGE = diskimage.DiskImage(diskimage.IMAGE_NAME, "0123456789abcdef", Path("/x"), "0" * 64, 1, 1,
@@ -142,7 +143,7 @@ MARKER_OF_IMAGE = imaging.image_marker(IMAGE)
 def test_the_check_reads_boot_id_nonce_and_marker_in_their_order() -> None:
     assert imaging.parse_check(f"{BOOT_ID}\n{NONCE}\n{MARKER}") == image_plan.Found(
         BOOT_ID, NONCE, {"name": IMAGE.name, "build_id": IMAGE.build_id})
-    # No nonce file on the disk: image_check.yml leaves its line empty.
+    # No nonce file on the disk: image_check.sh leaves its line empty.
     assert imaging.parse_check(f"{BOOT_ID}\n\n{MARKER}").nonce == ""
 
 
@@ -298,7 +299,8 @@ class _InstallBmc(_Bmc):
 
 class _InstallAnsible:
     """image_boot.yml keeps what the boot server was given; image_wait.yml sees each host's DHCP
-    request; image_check.yml answers with the nonce the installer's late command writes."""
+    request; image_check.yml (for a host Ansible reaches another way than ssh) answers with the
+    nonce the installer's late command writes."""
 
     def __init__(self, calls: list[tuple[str, ...]]) -> None:
         self.served: list[dict[str, Any]] = []
@@ -357,16 +359,33 @@ class _Hosts:
     the arguments inventory/group_vars/all/ssh.yml gives them."""
 
     def __init__(self, ansible: _InstallAnsible,
-                 planted: dict[str, host_keys.HostKey] | None = None) -> None:
+                 planted: dict[str, host_keys.HostKey] | None = None,
+                 via_ansible: frozenset[str] = frozenset()) -> None:
         self.ansible, self.planted, self.tries = ansible, planted or {}, []
+        self.via_ansible = via_ansible
 
     def reach(self, names, settings, extravars, env):
         pinned = extravars[host_keys.EXTRA_VAR]
-        return {name: {"ssh": ["ssh", *(["-o", "StrictHostKeyChecking=yes", "-o",
-                                         f"HostKeyAlias={name}", "-o",
-                                         f"UserKnownHostsFile={pinned['dir']}/{name}"]
-                                        if name in pinned["hosts"] else []), "--", name]}
+        return {name: {"ansible": "its connection is 'paramiko', not ssh"}
+                if name in self.via_ansible else
+                {"ssh": ["ssh", *(["-o", "StrictHostKeyChecking=yes", "-o",
+                                   f"HostKeyAlias={name}", "-o",
+                                   f"UserKnownHostsFile={pinned['dir']}/{name}"]
+                                  if name in pinned["hosts"] else []), "--", name]}
                 for name in names}
+
+    def run_everywhere(self, ssh, argv, script, *, limit, timeout, on_event=None, task=""):
+        """The direct check: image_check.sh over each host's ssh argv, answered as the disk
+        the host booted would, when the host presents the key the argv pins."""
+        assert argv == ["sh", "-s"] and b"cat /etc/racklift/image.json" in script
+        got = {}
+        for name, ssh_argv in ssh.items():
+            self.ansible.calls.append(("image check", name))
+            if self.one_try(ssh_argv).returncode != 0:
+                got[name] = direct_collect.HostFailed("unreachable", host_keys.MISMATCH_ERROR)
+            else:
+                got[name] = direct_collect.Ran(argv, 0, self.ansible.installed(name), "")
+        return got
 
     def presented(self, name: str) -> str:
         if name in self.planted:
@@ -394,12 +413,14 @@ class _Hosts:
 
 
 def _install(monkeypatch, tmp_path, on_reads: int | None, install: float = 60.0,
-             deployed: int = 0, planted: dict[str, host_keys.HostKey] | None = None):
+             deployed: int = 0, planted: dict[str, host_keys.HostKey] | None = None,
+             via_ansible: frozenset[str] = frozenset()):
     """gpu-01 installed with Debian's installer, and the next `deployed` hosts with the image."""
     calls: list[tuple[str, ...]] = []
     ansible = _InstallAnsible(calls)
-    hosts = _Hosts(ansible, planted)
+    hosts = _Hosts(ansible, planted, via_ansible)
     monkeypatch.setattr(imaging, "reach", hosts.reach)
+    monkeypatch.setattr(imaging, "run_everywhere", hosts.run_everywhere)
     monkeypatch.setattr(ssh_wait, "one_try", hosts.one_try)
     media = tmp_path / "media"
     media.mkdir()
@@ -442,11 +463,12 @@ def test_an_installed_host_is_seen_off_then_boots_its_disk_and_shows_this_instal
     assert {f["dest"] for f in served["boot_server_files"]} >= {
         "installer/debian-12/linux", "installer/debian-12/initrd.gz"}
     # Off after the install, then the disk, then on: in this order, and never a power off.
-    bmc = [c[0] for c in calls if not c[0].endswith(".yml")]
+    bmc = [c[0] for c in calls if not c[0].endswith(".yml") and c[0] != "image check"]
     assert bmc[bmc.index("power state", bmc.index("network boot")):] == [
         "power state", "power state", "power state", "disk boot", "power on"]
-    assert ansible.playbooks == ["image_boot.yml", "image_wait.yml", "image_check.yml",
-                                 "image_release.yml"]
+    # The check went over racklift's own SSH client, not a playbook.
+    assert ansible.playbooks == ["image_boot.yml", "image_wait.yml", "image_release.yml"]
+    assert ("image check", "gpu-01") in calls
     (update,) = recorded
     assert update.fields[IMAGE_FIELD].startswith("installer-debian-12 ")
     assert any("gpu-01: the debian-12 installer finished and powered it off" in line
@@ -460,7 +482,7 @@ def test_an_install_that_never_ends_fails_its_host_which_is_powered_off(monkeypa
     assert errors["gpu-01"].startswith("the debian-12 installer did not finish within 0 s of "
                                        "the DHCP request")
     assert ("power off", "gpu-01") in calls and ("power on", "gpu-01") not in calls
-    assert "image_check.yml" not in ansible.playbooks
+    assert ("image check", "gpu-01") not in calls
     assert ansible.playbooks[-1] == "image_release.yml"
     assert recorded == []
 
@@ -472,9 +494,20 @@ def test_a_rack_that_mixes_both_checks_its_deployed_hosts_before_waiting_on_inst
     assert [(e["name"], e["method"], "token" in e) for e in ansible.entries()] == [
         ("gpu-01", "installer", False), ("gpu-02", "image", True)]
     # gpu-02's disk checked before gpu-01's install is waited on, then gpu-01's.
-    assert [c for c in calls if c[0] == "image_check.yml"] == [("image_check.yml", "gpu-02"),
-                                                             ("image_check.yml", "gpu-01")]
-    assert calls.index(("image_check.yml", "gpu-02")) < calls.index(("power state", "gpu-01"))
+    assert [c for c in calls if c[0] == "image check"] == [("image check", "gpu-02"),
+                                                           ("image check", "gpu-01")]
+    assert calls.index(("image check", "gpu-02")) < calls.index(("power state", "gpu-01"))
+    assert sorted(u.fields[IMAGE_FIELD].split()[0] for u in recorded) == [
+        IMAGE.name, "installer-debian-12"]
+
+
+def test_a_host_ansible_reaches_another_way_is_checked_by_the_playbook(monkeypatch,
+                                                                       tmp_path) -> None:
+    errors, calls, _, recorded, _ = _install(
+        monkeypatch, tmp_path, on_reads=2, deployed=1, via_ansible=frozenset({"gpu-02"}))
+    assert errors == {"gpu-01": None, "gpu-02": None}
+    assert ("image_check.yml", "gpu-02") in calls and ("image check", "gpu-02") not in calls
+    assert ("image check", "gpu-01") in calls and ("image_check.yml", "gpu-01") not in calls
     assert sorted(u.fields[IMAGE_FIELD].split()[0] for u in recorded) == [
         IMAGE.name, "installer-debian-12"]
 
@@ -490,8 +523,8 @@ def test_a_host_presenting_another_key_than_it_was_given_fails_at_once(monkeypat
     assert errors == {"gpu-01": None,
                       "gpu-02": f"after the deploy, SSH: {host_keys.MISMATCH_ERROR}"}
     assert ansible.tries.count("gpu-02") == 1
-    assert ("image_check.yml", "gpu-02") not in calls
-    assert ("image_check.yml", "gpu-01") in calls
+    assert ("image check", "gpu-02") not in calls
+    assert ("image check", "gpu-01") in calls
     assert [u.fields[IMAGE_FIELD].split()[0] for u in recorded] == ["installer-debian-12"]
     # The run's known_hosts: each host's own key, as the deploy data carried it.
     (entry,) = [e for e in ansible.entries() if e["name"] == "gpu-02"]

@@ -200,3 +200,32 @@ def collect_direct(targets: Mapping[str, Mapping[str, Any]], collector: bytes,
         return dict(zip(names, got, strict=True))
 
     return asyncio.run(main())
+
+
+def run_everywhere(ssh: Mapping[str, list[str]], argv: list[str], script: bytes, *,
+                   limit: int, timeout: float, concurrency: int = CONCURRENCY,
+                   on_event: Callable[[HostEvent], None] | None = None,
+                   task: str = "") -> dict[str, Ran | HostFailed]:
+    """`argv` with `script` on its stdin on every host (`ssh`: host → its ssh argv up to the
+    destination), many at once: each host's outcome, or why it has none. `task` names the
+    progress events, as the playbook this stands for names its task."""
+    emit = on_event or (lambda _: None)
+
+    async def one(name: str, gate: asyncio.Semaphore) -> Ran | HostFailed:
+        async with gate:
+            emit(HostEvent(name, "start", task))
+            try:
+                ran = await run_on(list(ssh[name]), argv, script, limit=limit, timeout=timeout)
+            except HostFailed as exc:
+                emit(HostEvent(name, exc.kind, task, exc.message))
+                return exc
+            emit(HostEvent(name, "ok", task))
+            return ran
+
+    async def main() -> dict[str, Ran | HostFailed]:
+        gate = asyncio.Semaphore(concurrency)
+        names = sorted(ssh)
+        got = await asyncio.gather(*(one(name, gate) for name in names))
+        return dict(zip(names, got, strict=True))
+
+    return asyncio.run(main()) if ssh else {}

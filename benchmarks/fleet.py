@@ -46,6 +46,7 @@ from racklift.pipeline.plan import Options
 from racklift.pipeline.progress import QUIET, Progress
 from racklift.pipeline.provision import run
 from racklift.pipeline.racks import Limits
+from racklift.verify.gate import verify
 
 INSTANCE = netbox_server.NetBoxInstance(name="fleet", port=8021, redis_base=8)
 # One host in FAULT_EVERY is faulty, its fault drawn in turn from FAULTS: each with the words
@@ -122,6 +123,20 @@ def requests_since(offset: int) -> Requests:
     return got
 
 
+def verify_pool(netbox: NetBox, fleet: FleetPlan) -> None:
+    """`racklift verify` of every host just provisioned (one batch, NetBox not written), as an
+    operator re-checks the pool: the old P2 figure's run, with the controller alone."""
+    cpu = cpu_seconds()
+    with tempfile.TemporaryDirectory(prefix="racklift-bench-fleet-") as runs:
+        os.environ["RACKLIFT_RUNS"] = runs
+        got = verify(netbox, Selection(sites=tuple(s.site for s in fleet.sites),
+                                       roles=("gpu-server",)), write=False)
+    cpu = cpu_seconds() - cpu
+    passed = sum(v.passed for v in got.verdicts)
+    print(f"  verify {len(got.verdicts)} hosts: racklift {got.seconds:.1f} s, controller CPU "
+          f"{cpu / len(got.verdicts):.3f} s/host, {passed} passed ({load()})", flush=True)
+
+
 @dataclass
 class Measured:
     hosts: int
@@ -136,7 +151,8 @@ class Measured:
     wrong: list[str]
 
 
-def one_size(hosts: int, latency: str, parallel: int, per_site: int) -> Measured:
+def one_size(hosts: int, latency: str, parallel: int, per_site: int,
+             verify_after: bool = False) -> Measured:
     print(f"{hosts} hosts: an empty NetBox ...", flush=True)
     netbox_server.switch_data(INSTANCE, None)
     netbox = NetBox.connect(NetBoxSettings(INSTANCE.url, INSTANCE.token))
@@ -161,6 +177,8 @@ def one_size(hosts: int, latency: str, parallel: int, per_site: int) -> Measured
     cpu, netbox_used = cpu_seconds() - cpu, netbox_cpu() - netbox_before
     requests = requests_since(offset)
     server_cpu = process_cpu(pid) - server_before
+    if verify_after:
+        verify_pool(netbox, fleet)
     stages: Counter[str] = Counter()
     for h in result.hosts:
         stages.update(h.timings)
@@ -202,16 +220,28 @@ def main() -> None:
     parser.add_argument("--latency", choices=("realistic", "none"), default="realistic")
     parser.add_argument("--parallel-racks", type=int, default=16)
     parser.add_argument("--racks-per-site", type=int, default=8)
+    parser.add_argument("--verify-after", action="store_true",
+                        help="then verify each size's hosts in one batch (the old P2's run)")
+    parser.add_argument("--compare-racks", action="store_true",
+                        help="one rack of 8, then 4 racks at once (the old P4's runs)")
     args = parser.parse_args()
+    if args.compare_racks:
+        args.sizes, args.parallel_racks, args.racks_per_site = "8,32", 4, 4
     use_lab_inventory()
     netbox_server.up(INSTANCE)
     print(f"machine: {machine()}; {load()}; tool latency: {args.latency}; racks at once "
           f"{args.parallel_racks} ({args.racks_per_site} per site)", flush=True)
-    last = None
+    measured = []
     for size in (int(s) for s in args.sizes.split(",")):
-        last = one_size(size, args.latency, args.parallel_racks, args.racks_per_site)
-        report(last)
-    if last is not None:
+        measured.append(one_size(size, args.latency, args.parallel_racks, args.racks_per_site,
+                                 args.verify_after))
+        report(measured[-1])
+    if args.compare_racks:
+        one, four = measured
+        print(f"provision 4 racks: racklift {four.seconds:.1f} s, one rack {one.seconds:.1f} s, "
+              f"ratio {four.seconds / one.seconds:.2f} (simulated hosts)")
+    elif measured:
+        last = measured[-1]
         print(f"fleet {last.hosts} simulated hosts: planned to active {last.seconds:.0f} s, "
               f"controller CPU {last.cpu / last.hosts:.3f} s/host, NetBox "
               f"{last.requests.total / last.hosts:.1f} requests/host")

@@ -96,13 +96,13 @@ def test_a_host_without_an_oob_ip_is_named_with_the_field(monkeypatch):
 
 def test_a_host_the_ansible_inventory_lacks_is_named(monkeypatch):
     inventory = Inventory(monkeypatch, [device()], {"gpu-01": (
-        "ansible-playbook hostvars.yml did not run (status failed, exit 1): Could not match "
-        "supplied host pattern, ignoring: gpu-01")})
+        "racklift.hostvars did not run (exit 1): Unable to parse the inventory: "
+        "inventory/netbox.racklift.yml")})
     with pytest.raises(BmcError) as refused:
         bmc_tasks.read_host_bmc(inventory.netbox, "gpu-01")
     assert str(refused.value).startswith(
         "gpu-01: its BMC settings and credentials could not be read from the Ansible "
-        "inventory: ansible-playbook hostvars.yml did not run")
+        "inventory: racklift.hostvars did not run")
 
 
 def test_a_bmc_refusing_the_hosts_credentials_names_the_host_and_what_to_do(dell, tls,

@@ -25,7 +25,6 @@ BOOT_SERVER_ROLE = "boot-server"
 API_DATA = "/var/lib/racklift/boot"  # boot_server_api_data's default (roles/boot_server)
 WAIT_TASK = "Wait on the boot server"
 FACTS_TASK = "Gathering Facts"  # image_boot.yml's, on the boot server right before power-on
-BOOT_ID_TASK = "Current boot id"
 CHECK_TASK = "Boot id, deploy nonce and image marker"
 NONCE_FILE = "/etc/racklift/deploy-nonce"  # written by the deploy ramdisk (ramdisk/init)
 NETBOX_INVENTORY = REPO_ROOT / "inventory" / "netbox.racklift.yml"

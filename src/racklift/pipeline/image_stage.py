@@ -14,10 +14,10 @@ run they share, its errors, notes and playbook runs: racklift.pipeline.image_run
    to, `os_disk`; the device type's `hardware.boot_timeout`), the boot server: THE active
    device with role `boot-server` in the host's site (none or several is an error naming the
    site).
-   From the inventory (playbooks/image_hostvars.yml, racklift.hostvars): BMC port, CA and
+   From the inventory (racklift.hostvars): BMC port, CA and
    credentials (vault or environment), the SSH key Ansible uses (its .pub is authorized on the
    deployed host, or the host var `racklift_authorized_keys`), and the boot id of a host that
-   already runs.
+   already runs (over racklift's own SSH clients).
    Then, before anything is served: the firmware and BIOS pins over Redfish
    (racklift.pipeline.image_power). With --apply-firmware, a host off its pins is brought to
    them after step 2 instead (racklift.bmc.apply: its boot server serves the images), before
@@ -67,7 +67,7 @@ from typing import Any
 
 from racklift.ansible import script
 from racklift.errors import RackliftError
-from racklift.hostvars import DIRECTORY_VAR, written
+from racklift.hostvars import read_hostvars
 from racklift.imaging import deploy_data, diskimage, host_keys, installer, ramdisk
 from racklift.lifecycle.state import IMAGE_FIELD, Transition, apply
 from racklift.netbox.client import NetBox
@@ -75,7 +75,6 @@ from racklift.netbox.desired import FIELD_PREFIX
 from racklift.netbox.expected import ExpectedHost
 from racklift.pipeline.boot_server_waits import wait_on_boot_servers
 from racklift.pipeline.image_plan import (
-    BOOT_ID_TASK,
     BOOT_SERVER_ROLE,
     CHECK_TASK,
     FACTS_TASK,
@@ -116,6 +115,7 @@ from racklift.verify.reach import reach
 # What image_check.sh prints is a boot id, a nonce and a small JSON marker.
 CHECK_LIMIT = 64 * 1024
 CHECK_TIMEOUT = 60.0  # the host already answered SSH (the wait before): a few seconds
+BOOT_ID_TIMEOUT = 30.0  # a host that runs answers at once; one that is off within ssh's timeout
 
 
 def _resolve(run: ImageRun, hosts: list[ExpectedHost], image: diskimage.DiskImage,
@@ -153,21 +153,31 @@ def _resolve(run: ImageRun, hosts: list[ExpectedHost], image: diskimage.DiskImag
 
 def _hostvars(run: ImageRun, targets: list[Target], ident: str) -> tuple[list[Target],
                                                                      dict[str, str]]:
-    """Targets with their inventory vars, and the boot ids of hosts that already run."""
+    """Targets with their inventory vars (racklift.hostvars), and the boot ids of hosts that
+    already run."""
     names = [t.name for t in targets]
-    result = run.playbook("image_hostvars.yml", names, f"image-hostvars-{ident}",
-                          {DIRECTORY_VAR: str(run.secrets)}, (BOOT_ID_TASK,),
-                          expected_to_fail=BOOT_ID_TASK)
     with_vars = []
-    for t, values in zip(targets, written(run.secrets, names, result.failed).values(),
+    for t, values in zip(targets, read_hostvars(names, run.netbox.settings, env=run.env,
+                                                extravars=run.options.extravars).values(),
                          strict=True):
         if isinstance(values, str):
             run.fail(t.name, f"reading its inventory vars: {values}")
         else:
             with_vars.append(replace(t, hostvars=values))
-    boot_ids = {name: str(res["stdout"]).strip() for name, tasks in result.captured.items()
-                for task, res in tasks.items() if task == BOOT_ID_TASK and res.get("stdout")}
-    return with_vars, boot_ids
+    return with_vars, _boot_ids(run, with_vars)
+
+
+def _boot_ids(run: ImageRun, targets: list[Target]) -> dict[str, str]:
+    """The boot id of each host that already answers on SSH (a re-image: the imaged host must
+    come back with another one), over racklift's own SSH clients. A host that has never
+    booted does not answer: no boot id, and no failure."""
+    entries = reach([t.name for t in targets], run.netbox.settings, run.options.extravars,
+                    run.env)
+    ran = run_everywhere({n: e["ssh"] for n, e in entries.items() if "ssh" in e},
+                         ["cat", "/proc/sys/kernel/random/boot_id"], b"", limit=CHECK_LIMIT,
+                         timeout=BOOT_ID_TIMEOUT)
+    return {name: got.stdout.strip() for name, got in ran.items()
+            if not isinstance(got, HostFailed) and got.rc == 0 and got.stdout.strip()}
 
 
 def _entry(run: ImageRun, t: Target, server: BootServer) -> dict[str, Any]:

@@ -155,9 +155,7 @@ def collect(netbox: NetBox, hosts: list[ExpectedHost], bundle_dir: Path, *,
 
 
 def read_pinned_bmcs(netbox: NetBox, hosts: list[ExpectedHost], *,
-                     artifacts: Path | None = None, ident: str = "hostvars",
                      extravars: Mapping[str, Any] | None = None,
-                     on_event: Callable[[HostEvent], None] | None = None,
                      progress: Callable[[str], None] = lambda _: None,
                      ) -> dict[str, BmcInventory | str]:
     """The BMC inventory of each host whose device type pins firmware or BIOS and whose BMC
@@ -168,8 +166,7 @@ def read_pinned_bmcs(netbox: NetBox, hosts: list[ExpectedHost], *,
     if not oob_ips:
         return {}
     progress(f"reading the firmware and BIOS of {len(oob_ips)} hosts from their BMCs")
-    hostvars = read_hostvars(list(oob_ips), netbox.settings, extravars=extravars,
-                             artifacts=artifacts, ident=ident, on_event=on_event)
+    hostvars = read_hostvars(list(oob_ips), netbox.settings, extravars=extravars)
     return read_bmcs(oob_ips, hostvars)
 
 
@@ -207,9 +204,7 @@ def gate(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *, write: boo
     collected = (collect(netbox, reachable, run_dir / "bundles", artifacts=run_dir / "ansible",
                          ident=ident, container_check=True, extravars=extravars,
                          on_event=on_event, collector=collector) if reachable else {})
-    bmcs = read_pinned_bmcs(netbox, reachable, artifacts=run_dir / "ansible",
-                            ident=f"{ident}-hostvars", extravars=extravars, on_event=on_event,
-                            progress=progress)
+    bmcs = read_pinned_bmcs(netbox, reachable, extravars=extravars, progress=progress)
     judged = {h.name for h in reachable}
     verdicts = []
     observed = []

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from racklift.ansible import run_in_ansible
@@ -98,37 +98,29 @@ def reach(names: list[str], settings: NetBoxSettings,
 
 def resolve(names: list[str], extravars: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Each named host's entry, or `{"error": ...}` for one the inventory does not hold."""
-    # Ansible's configuration loads on import, from ANSIBLE_CONFIG: imported here only.
-    from ansible import constants as C
-    from ansible.inventory.manager import InventoryManager
-    from ansible.parsing.dataloader import DataLoader
-    from ansible.plugins.loader import connection_loader, init_plugin_loader
-    from ansible.template import Templar
-    from ansible.vars.manager import VariableManager
+    from ansible.plugins.loader import connection_loader
 
-    init_plugin_loader()
-    loader = DataLoader()
-    inventory = InventoryManager(loader=loader, sources=C.DEFAULT_HOST_LIST)
-    variables = VariableManager(loader=loader, inventory=inventory)
+    from racklift.ansible_vars import HostVars
+
+    context = HostVars()
+    config = context.constants.config
     connection_loader.get("ssh", class_only=True)  # loads the plugin's option definitions
     out: dict[str, dict[str, Any]] = {}
     for name in names:
-        host = inventory.get_host(name)
-        if host is None:
+        got = context.of(name, extravars)
+        if got is None:
             out[name] = {"error": "not in the inventory"}
             continue
-        # Extra vars win over every other source (Ansible's precedence).
-        hostvars = {**variables.get_vars(host=host, include_hostvars=False), **extravars}
-        templar = Templar(loader=loader, variables=hostvars)
+        hostvars, templated = got
 
-        def value(raw: Any, templar: Any = templar) -> Any:
-            return templar.template(raw) if isinstance(raw, str) else raw
+        def value(raw: Any, templated: Callable[[Any], Any] = templated) -> Any:
+            return templated(raw) if isinstance(raw, str) else raw
 
         # One host's vars (an undefined variable, a Vault value that will not decrypt) never
         # end the others' collection. Only the entry leaves this process: a password option is
         # templated to see whether it is set, never printed.
         try:
-            options = {opt: value(C.config.get_config_value(
+            options = {opt: value(config.get_config_value(
                 opt, plugin_type="connection", plugin_name="ssh", variables=hostvars))
                 for opt in SSH_OPTIONS + ANSIBLE_ONLY}
             wanted = {key: value(hostvars.get(key)) for key in

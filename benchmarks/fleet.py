@@ -15,9 +15,15 @@ host (counted in NetBox's own access log), the controller's peak memory, and eve
 host's refusal checked against its fault. Each size starts from an empty NetBox (a NetBox
 instance of its own, `fleet`, on port 8021).
 
+`--verify-after` then verifies each size's hosts in one batch (`racklift verify`, NetBox not
+written: the old P2's run, the controller alone); `--compare-racks` provisions one rack of 8,
+then 4 racks at once (the old P4's runs) and prints their ratio.
+
 Usage: .venv/bin/python benchmarks/fleet.py [--sizes 64,512,4096] [--latency realistic]
+       [--parallel-racks 16] [--racks-per-site 8] [--verify-after] [--compare-racks]
 The last line reads `fleet N simulated hosts: planned to active X s, controller CPU Y s/host,
-NetBox Z requests/host`.
+NetBox Z requests/host` (with --compare-racks: `provision 4 racks: racklift X s, one rack Y s,
+ratio Z (simulated hosts)`).
 """
 
 from __future__ import annotations

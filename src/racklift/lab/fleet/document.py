@@ -6,6 +6,7 @@ one would. Pure, but for the time in nvidia-smi's XML (hwemu's)."""
 
 from __future__ import annotations
 
+import ast
 import copy
 import hashlib
 import ipaddress
@@ -15,52 +16,28 @@ import shlex
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from racklift.ansible import script
 from racklift.lab import hardware, hwemu, seed
 from racklift.lab.hwemu.latency import REALISTIC, delay
 from racklift.netbox import desired
 
+
+def _collect_py(name: str) -> Any:
+    """A constant of playbooks/files/collect.py (its commands, its sysfs globs), read from the
+    file itself: it runs on hosts and is no module of this package."""
+    tree = ast.parse(script("collect.py"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [t.id for t in node.targets
+                                             if isinstance(t, ast.Name)] == [name]:
+            return ast.literal_eval(node.value)
+    raise LookupError(f"playbooks/files/collect.py has no {name}")
+
+
+COMMANDS: dict[str, str] = _collect_py("COMMANDS")
+SYSFS_GLOBS: tuple[str, ...] = _collect_py("SYSFS_GLOBS")
 # The services collect.py asks systemctl about, in its order.
-SERVICES = ("nvidia-fabricmanager", "nvidia-persistenced", "docker", "containerd")
-# collect.py's COMMANDS and SYSFS_GLOBS, which this module cannot import (playbooks/ is no
-# package); tests/unit/test_fleet_document.py keeps them equal.
-COMMANDS: dict[str, str] = {
-    "nvidia-smi-q-x.xml": "nvidia-smi -q -x",
-    "nvidia-smi-topo.txt": "nvidia-smi topo -m",
-    "nvidia-smi-nvlink.txt": "nvidia-smi nvlink -s",
-    "nvidia-smi-nvlink-e.txt": "nvidia-smi nvlink -e && sleep 5 && nvidia-smi nvlink -e",
-    "lspci.txt": "lspci -D -nn -vv",
-    "ibstat.txt": "ibstat",
-    "ibv_devinfo.txt": "ibv_devinfo",
-    "dmidecode.txt": "dmidecode -t 0,1,3",
-    "dmesg.txt": "dmesg",
-    "ip-link.json": "ip -j link show",
-    "ip-addr.json": "ip -j addr show",
-    "lscpu.json": "lscpu -J",
-    "meminfo.txt": "cat /proc/meminfo",
-    "os-release.txt": "cat /etc/os-release",
-    "uname.txt": "uname -r",
-    "packages.txt": "dpkg-query -W -f '${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'",
-    "services.txt": f"for s in {' '.join(SERVICES)}; "
-                    "do printf '%s\\t%s\\n' \"$s\" \"$(systemctl is-active \"$s\" 2>/dev/null)\"; "
-                    "done",
-    "df.txt": "df -P -B1 / /var 2>/dev/null",
-    "lldpctl.json": "lldpctl -f json",
-    "ibnetdiscover.txt": "ibnetdiscover",
-}
-SYSFS_GLOBS = (
-    "class/infiniband/*/ports/*/state",
-    "class/infiniband/*/ports/*/phys_state",
-    "class/infiniband/*/ports/*/rate",
-    "class/infiniband/*/ports/*/link_layer",
-    "class/infiniband/*/fw_ver",
-    "class/infiniband/*/node_guid",
-    "class/infiniband/*/hca_type",
-    "class/net/*/speed",
-    "devices/virtual/dmi/id/sys_vendor",
-    "devices/virtual/dmi/id/product_name",
-    "devices/virtual/dmi/id/product_serial",
-    "devices/virtual/dmi/id/bios_version",
-)
+_ASKED = re.search(r"for s in ([^;]+);", COMMANDS["services.txt"])
+SERVICES = tuple(_ASKED.group(1).split()) if _ASKED else ()
 # glob's '*' never crosses a '/': the files collect.py would find in hwemu's sysfs tree.
 _SYSFS = re.compile("|".join(re.escape(g).replace(r"\*", "[^/]*") for g in SYSFS_GLOBS))
 NVLINK_E = "nvidia-smi-nvlink-e.txt"

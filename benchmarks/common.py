@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -51,6 +52,13 @@ def set_latency(names: Sequence[str], table: Mapping[str, float], settings: NetB
     for name in names:
         hardware.save(replace(hardware.load(name, net), latency=dict(table)), net)
     hardware.push(names, settings, net)
+
+
+def cpu_seconds() -> float:
+    """This process and what it ran (ansible-playbook, its workers, their ssh clients)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def load() -> str:

@@ -39,7 +39,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import load, machine
+from common import cpu_seconds, load, machine
 
 from racklift.lab import netbox_server
 from racklift.lab.fleet import lifecycle, server
@@ -75,12 +75,6 @@ def faults_for(fleet: FleetPlan) -> dict[str, list[str]]:
     kinds = list(FAULTS)
     chosen = fleet.hosts[FAULT_EVERY // 2::FAULT_EVERY]
     return {h.name: [kinds[i % len(kinds)]] for i, h in enumerate(chosen)}
-
-
-def cpu_seconds() -> float:
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def process_cpu(pid: int) -> float:

@@ -23,11 +23,10 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
-import resource
 import tempfile
 from collections import Counter
 
-from common import LATENCY, connect, lab, load, machine, set_latency
+from common import LATENCY, connect, cpu_seconds, lab, load, machine, set_latency
 
 from racklift.lab import hosts
 from racklift.lab import rack as lab_rack
@@ -44,13 +43,6 @@ def bench_net(index: int) -> hosts.LabNet:
                         ipaddress.ip_network(f"10.89.{10 + index}.0/24"),
                         ipaddress.ip_network(f"10.33.{10 + index}.0/24"),
                         mac_base=0x7000 + 0x100 * index)
-
-
-def cpu_seconds() -> float:
-    """This process and what it ran (ansible-playbook, its workers, their ssh clients)."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def provision(netbox: NetBox, settings: NetBoxSettings, racks: list[str], count: int,

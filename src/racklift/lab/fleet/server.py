@@ -103,9 +103,9 @@ class Host:
         return json.dumps({**got, "sysfs_root": sysfs_root}).encode()
 
 
-def hosts_by_address(spec: Spec) -> dict[str, Host]:
+def hosts_by_address(spec: Spec, fleet: plan.FleetPlan) -> dict[str, Host]:
     hosts = {}
-    for h in spec.fleet().hosts:
+    for h in fleet.hosts:
         rng = random.Random(h.name)
         seconds = (spec.collect_seconds * rng.lognormvariate(0, spec.spread)
                    if spec.collect_seconds else 0.0)
@@ -164,7 +164,8 @@ class BmcSettings:
 
 async def serve(spec: Spec, host_key: Path, bmc_settings: BmcSettings, ssh_port: int = 22,
                 bmc_port: int = 443) -> None:
-    hosts = hosts_by_address(spec)
+    fleet = spec.fleet()
+    hosts = hosts_by_address(spec, fleet)
     await asyncssh.create_server(
         lambda: _Server(hosts), "", ssh_port, server_host_keys=[str(host_key)],
         authorized_client_keys=asyncssh.import_authorized_keys(spec.authorized_key),
@@ -173,7 +174,7 @@ async def serve(spec: Spec, host_key: Path, bmc_settings: BmcSettings, ssh_port:
         backlog=4096)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(bmc_settings.cert, bmc_settings.key)
-    bmcs = bmc.bmcs(list(spec.fleet().hosts), spec.faults, spec.power_seconds)
+    bmcs = bmc.bmcs(list(fleet.hosts), spec.faults, spec.power_seconds)
     await bmc.serve(bmcs, context, bmc_settings.username,
                     bmc_settings.password_file.read_text().strip(), bmc_port)
     logging.info("serving %d simulated hosts on port %d, their BMCs on %d", len(hosts),

@@ -44,6 +44,7 @@ from common import cpu_seconds, load, machine
 from racklift.lab import netbox_server
 from racklift.lab.fleet import lifecycle, server
 from racklift.lab.fleet.plan import FleetPlan
+from racklift.lab.hwemu.latency import REALISTIC
 from racklift.lab.sources import use_lab_inventory
 from racklift.netbox.client import NetBox, NetBoxSettings
 from racklift.netbox.selection import Selection
@@ -159,7 +160,7 @@ def one_size(hosts: int, latency: str, parallel: int, per_site: int,
     sites = SITES.get(hosts, max(1, hosts // 512))
     fleet = server.Spec(hosts, sites).fleet()
     spec = server.Spec(hosts, sites, faults=faults_for(fleet),
-                       collect_seconds=server.collect_seconds() if latency == "realistic" else 0)
+                       latency=REALISTIC if latency == "realistic" else {})
     started = time.monotonic()
     lifecycle.up(netbox, spec, INSTANCE)
     print(f"  seeded and served in {time.monotonic() - started:.0f} s ({load()})", flush=True)

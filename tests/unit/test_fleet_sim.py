@@ -1,20 +1,27 @@
 """The simulated fleet's pure parts (racklift.lab.fleet): its plan, what its SSH server agrees
-to run, and its BMCs as racklift's own Redfish reader and firmware judgement read them."""
+to run, its BMCs as racklift's own Redfish reader and firmware judgement read them, and its
+acceptance tools as the stage's own commands and scripts drive them."""
 
 from __future__ import annotations
 
 import base64
 import json
+from dataclasses import replace
 
 import pytest
 
 from racklift.bmc import firmware
 from racklift.bmc.inventory import read_inventory
 from racklift.errors import RackliftError
+from racklift.facts.parsers import parse_dcgmi_diag, parse_nccl_tests, parse_perftest_bw
 from racklift.lab import seed
-from racklift.lab.fleet import bmc, plan, server
+from racklift.lab.fleet import bmc, plan, server, tools
 from racklift.lab.hwemu.latency import REALISTIC
+from racklift.netbox.desired import Acceptance
+from racklift.pipeline import accept_run
 from racklift.tasks.fleet import parse_faults
+from racklift.verify.acceptance import best_gbps, judge_acceptance
+from racklift.verify.mismatch import CRITICAL
 
 
 def test_a_fleet_is_unique_across_its_sites_and_each_site_has_its_own_rail_leaves() -> None:
@@ -161,3 +168,66 @@ def test_only_the_fleets_credentials_are_let_in() -> None:
     assert not bmc.authorized(basic("racklift", "wrong"), "racklift", "s3cret")
     assert not bmc.authorized(basic("root", "s3cret"), "racklift", "s3cret")
     assert not bmc.authorized({}, "racklift", "s3cret")
+
+
+# --- the acceptance tests' tools (racklift.lab.fleet.tools), driven by the stage's own scripts
+
+def _tools_fleet(faults: dict[str, list[str]]) -> tuple[dict[str, server.Host], tools.Servers]:
+    spec = server.Spec(8, faults=faults)
+    return server.hosts_by_address(spec, spec.fleet()), tools.Servers()
+
+
+def _run(hosts: dict[str, server.Host], servers: tools.Servers, address: str, words: list[str],
+         stdin: str = "") -> tools.Answer:
+    return tools.answer(address, words, stdin.encode(), hosts[address].profile(),
+                        lambda at: hosts[at].profile() if at in hosts else None, servers,
+                        REALISTIC)
+
+
+def _pair(n: int, device: str) -> dict:
+    return {"n": n, "client": "sim-00001", "server": "sim-00002", "server_address": "10.48.0.2",
+            "client_device": device, "server_device": device, "tcp_port": 18515 + n}
+
+
+def test_a_round_of_the_stages_own_scripts_gives_each_client_its_pairs_figure() -> None:
+    hosts, servers = _tools_fleet({"sim-00002": ["rail-slow"]})
+    pairs = [_pair(0, "mlx5_0"), _pair(1, "mlx5_3")]
+    started = _run(hosts, servers, "10.48.0.2", ["sh", "-s"], accept_run.servers_script(pairs))
+    assert started.rc == 0 and set(servers.listening) == {("10.48.0.2", 18515),
+                                                           ("10.48.0.2", 18516)}
+    figures = []
+    for pair in pairs:
+        got = _run(hosts, servers, "10.48.0.1", accept_run.client_argv(pair))
+        assert got.rc == 0, got.stderr
+        assert got.seconds == accept_run.RDMA_SECONDS  # a -D run takes its seconds
+        figures.append(best_gbps(parse_perftest_bw(got.stdout)))
+    # The healthy rail reaches an NDR port's figure; the slow one (the server's mlx5_3) not.
+    assert figures[0] >= 370 > figures[1]
+    assert servers.listening == {}  # a server takes one client
+
+
+def test_a_client_without_its_server_cannot_connect_and_the_stop_script_ends_servers() -> None:
+    hosts, servers = _tools_fleet({})
+    pairs = [_pair(0, "mlx5_0"), _pair(1, "mlx5_1")]
+    _run(hosts, servers, "10.48.0.2", ["sh", "-s"], accept_run.servers_script(pairs))
+    stopped = _run(hosts, servers, "10.48.0.2", ["sh", "-s"], accept_run.stop_script(pairs[1:]))
+    assert stopped.rc == 0 and list(servers.listening) == [("10.48.0.2", 18515)]
+    got = _run(hosts, servers, "10.48.0.1", accept_run.client_argv(pairs[1]))
+    assert got.rc == 1 and "Couldn't connect to 10.48.0.2:18516" in got.stderr
+    assert _run(hosts, servers, "10.48.0.2", ["sh", "-s"], "rm -rf /\n").rc == 2
+
+
+@pytest.mark.parametrize("faults", [[], ["hbm-fail"]])
+def test_dcgm_and_all_reduce_answer_in_their_real_formats_with_the_hosts_faults(faults) -> None:
+    hosts, servers = _tools_fleet({"sim-00001": faults})
+    dcgm = _run(hosts, servers, "10.48.0.1", accept_run.dcgm_argv(2))
+    assert dcgm.seconds == REALISTIC["dcgmi diag -r 2"]
+    nccl = _run(hosts, servers, "10.48.0.1", accept_run.nccl_argv(8))
+    assert nccl.rc == 0
+    want = Acceptance(**seed.HGX_ACCEPTANCE)
+    found = judge_acceptance(replace(want, rdma_gbps=None), dcgm=parse_dcgmi_diag(dcgm.stdout),
+                             nccl=parse_nccl_tests(nccl.stdout))
+    assert [m.field for m in found if m.severity == CRITICAL] == (
+        ["accept.dcgm.GPU Memory"] if faults else [])
+    assert (dcgm.rc != 0) == bool(faults)
+    assert _run(hosts, servers, "10.48.0.1", ["rm", "-rf", "/"]).rc == tools.NOT_FOUND

@@ -16,7 +16,13 @@ import yaml
 from racklift import hostvars
 from racklift.lifecycle.stages import ACCEPT, CONFIGURE, IMAGE, STAGES, VERIFY
 from racklift.paths import REPO_ROOT
-from racklift.pipeline import accept_stage, boot_server_waits, image_stage, rack_stages
+from racklift.pipeline import (
+    accept_run,
+    accept_stage,
+    boot_server_waits,
+    image_stage,
+    rack_stages,
+)
 from racklift.verify import gate as gate_module
 
 DOC = REPO_ROOT / "docs" / "architecture.md"
@@ -33,7 +39,7 @@ STAGE_CODE: dict[str, Any] = {
             image_stage._check, image_stage._release),
     CONFIGURE: rack_stages.run_configure,
     VERIFY: (gate_module, hostvars),  # the BMCs' settings and credentials, after collecting
-    ACCEPT: accept_stage,
+    ACCEPT: accept_run,  # for hosts not reached over plain ssh; the others over SSH clients
 }
 INCLUDES = {f"{prefix}{verb}_role" for prefix in ("", "ansible.builtin.")
             for verb in ("include", "import")}
@@ -165,6 +171,7 @@ def test_each_stage_runs_the_code_read_here() -> None:
     assert rack_stages.gate is gate_module.gate
     assert "accept" in _called(rack_stages.run_accept)
     assert rack_stages.accept is accept_stage.accept
+    assert "AcceptRunner" in _called(accept_stage.accept)
 
 
 def test_the_code_runs_a_playbook_in_every_stage() -> None:

@@ -28,14 +28,13 @@ from racklift.paths import cache_lock, state_dir
 # What lab hosts run: the stand-in driver; no OFED version, container toolkit or registry
 # mirror, since containers run no container engine (None: not managed). Whole,
 # not a partial override, so it holds whether or not the GPU servers' context exists. Their
-# acceptance is an 8x H100 HGX node's: DCGM level 2, all-reduce and NDR rails at what healthy
-# ones reach (the emulated tools print figures shaped on real captures).
+# acceptance is an 8x H100 HGX node's.
 LAB_SOFTWARE = {
     **seed.DESIRED_SOFTWARE,
     "ofed": {"source": "inbox", "version": None},
     "container_toolkit": {"version": None},
     "registry_mirror": {"url": None},
-    "acceptance": {"dcgm_level": 2, "nccl_busbw": 350, "rdma_gbps": 370},
+    "acceptance": seed.HGX_ACCEPTANCE,
 }
 FIRST_HOST = 11  # .11 is the first lab host; .1 is the controller (the bridge's gateway)
 LABEL = "racklift.lab"

@@ -63,6 +63,10 @@ DESIRED_SOFTWARE: dict[str, Any] = {
     "container_toolkit": {"version": "1.17.3"},
     "registry_mirror": {"url": "https://registry-mirror.lab.racklift.test:5000"},
 }
+# What an 8x H100 HGX node must show under load before it joins: DCGM level 2, all-reduce and
+# NDR rails at what healthy ones reach (the lab's emulated tools print figures shaped on real
+# captures).
+HGX_ACCEPTANCE: dict[str, Any] = {"dcgm_level": 2, "nccl_busbw": 350, "rdma_gbps": 370}
 
 # The cable plan: one Ethernet leaf per rack takes every host's provisioning and in-band ports;
 # InfiniBand is rail-optimised, as in NVIDIA's reference designs: the hosts of a rail group

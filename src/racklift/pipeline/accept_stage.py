@@ -9,13 +9,13 @@ an output that cannot be read fails that host's test alone, naming it.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from racklift.ansible import HostEvent, PlaybookResult, run_playbook
+from racklift.ansible import HostEvent
 from racklift.facts.parsers import (
     ParseError,
     parse_dcgmi_diag,
@@ -26,6 +26,15 @@ from racklift.lifecycle.result import of_acceptance
 from racklift.netbox.client import NetBox
 from racklift.netbox.desired import Acceptance
 from racklift.netbox.expected import ExpectedHost, ExpectedInterface
+from racklift.pipeline.accept_run import (
+    DCGM_TASK,
+    MAX_OUTPUT,
+    NCCL_SIZES,
+    NCCL_TASK,
+    AcceptRunner,
+    dcgm_argv,
+    nccl_argv,
+)
 from racklift.verify.acceptance import best_gbps, judge_acceptance
 from racklift.verify.failures import mismatch_failures
 from racklift.verify.mismatch import CRITICAL, Mismatch
@@ -40,17 +49,8 @@ from racklift.verify.pairing import (
     rounds,
 )
 
-DCGM_TASK, NCCL_TASK = "DCGM diagnostic", "NCCL all-reduce"
-CLIENT_TASK = "Run the ib_write_bw clients"
-MAX_OUTPUT = 4 * 2**20  # what a test may print; a longer output is refused, not read
 TCP_PORT = 18515  # perftest's own; the n-th pair of a round takes the n-th port from it
 DEVICE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")  # an RDMA device: mlx5_0, irdma1
-# What the tests run (all_reduce_perf's message sizes: large ones, whose average bus bandwidth
-# is the board's and not latency; ib_write_bw's seconds) and how long one may take before it
-# is stopped.
-NCCL_SIZES = ("1G", "8G")
-RDMA_SECONDS = 5
-RDMA_TIMEOUT = 120
 
 
 @dataclass(frozen=True)
@@ -208,57 +208,26 @@ def judge_local(host: ExpectedHost, want: Acceptance,
 
 
 def _pair_vars(round_: list[Pair], addresses: Mapping[str, str]) -> list[dict[str, Any]]:
-    return [{"client": p.client.host, "server": p.server.host,
+    return [{"n": n, "client": p.client.host, "server": p.server.host,
              "server_address": addresses[p.server.host], "client_device": p.client.port,
              "server_device": p.server.port, "tcp_port": TCP_PORT + n}
             for n, p in enumerate(round_)]
 
 
-class _Runner:
-    """Runs accept.yml for one rack's hosts (and their partners)."""
-
-    def __init__(self, netbox: NetBox, run_dir: Path, ident: str,
-                 on_event: Callable[[HostEvent], None] | None,
-                 extravars: Mapping[str, Any]) -> None:
-        self.netbox, self.run_dir, self.ident = netbox, run_dir, ident
-        self.on_event, self.extravars = on_event, extravars
-        self.runs = 0
-
-    def play(self, names: Iterable[str], part: str, capture: list[str],
-             **variables: Any) -> PlaybookResult:
-        self.runs += 1
-        return run_playbook(
-            "accept.yml", names, self.netbox.settings, artifacts=self.run_dir / "ansible",
-            ident=f"{self.ident}-{part}-{self.runs}", on_event=self.on_event, capture=capture,
-            extravars={**self.extravars, "racklift_accept_part": part,
-                       "racklift_accept_nccl_sizes": list(NCCL_SIZES),
-                       "racklift_accept_rdma_seconds": RDMA_SECONDS,
-                       "racklift_accept_rdma_timeout": RDMA_TIMEOUT, **variables})
-
-    def pairs(self, pairs: list[Pair], addresses: Mapping[str, str],
-              progress: Callable[[str], None]) -> dict[Pair, float | None]:
-        """Each pair's figure (its client's best average; None: no result), round by round."""
-        results: dict[Pair, float | None] = {}
-        for n, round_ in enumerate(rounds(pairs), start=1):
-            progress(f"ib_write_bw round {n}: {len(round_)} pairs")
-            names = {end.host for pair in round_ for end in pair.ends}
-            ran = self.play(names, "rdma", [CLIENT_TASK],
-                            racklift_accept_pairs=_pair_vars(round_, addresses))
-            by_pair = {}
-            for host in names:
-                res = ran.captured.get(host, {}).get(CLIENT_TASK) or {}
-                for item in res.get("results") or []:
-                    pair = item.get("item") or {}
-                    by_pair[(pair.get("client"), pair.get("client_device"),
-                             pair.get("tcp_port"))] = item
-            for i, pair in enumerate(round_):
-                item = by_pair.get((pair.client.host, pair.client.port, TCP_PORT + i))
-                text, _ = _output(item)
-                try:
-                    results[pair] = best_gbps(parse_perftest_bw(text)) if text else None
-                except ParseError:
-                    results[pair] = None
-        return results
+def _pairs(runner: AcceptRunner, pairs: list[Pair], addresses: Mapping[str, str],
+           progress: Callable[[str], None]) -> dict[Pair, float | None]:
+    """Each pair's figure (its client's best average; None: no result), round by round."""
+    results: dict[Pair, float | None] = {}
+    for n, round_ in enumerate(rounds(pairs), start=1):
+        progress(f"ib_write_bw round {n}: {len(round_)} pairs")
+        for pair, item in zip(round_, runner.rdma_round(_pair_vars(round_, addresses)),
+                              strict=True):
+            text, _ = _output(item)
+            try:
+                results[pair] = best_gbps(parse_perftest_bw(text)) if text else None
+            except ParseError:
+                results[pair] = None
+    return results
 
 
 def accept(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *,
@@ -269,18 +238,14 @@ def accept(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *,
     """Run the acceptance tests each host's context asks for; `partners` are known-good
     (active) hosts the RDMA test may pair with. Returns each host's judged acceptance."""
     wants = {h.name: h.desired.acceptance if h.desired else Acceptance() for h in hosts}
-    runner = _Runner(netbox, run_dir, ident, on_event, extravars or {})
-    local = {h.name: {"dcgm_level": wants[h.name].dcgm_level,
-                      "nccl_gpus": (len(h.gpus) or None) if wants[h.name].nccl_busbw else None}
-             for h in hosts}
-    asked_local = [h.name for h in hosts if any(local[h.name].values())]
-    local_results = {}
-    if asked_local:
+    runner = AcceptRunner(netbox, run_dir, ident, on_event, extravars or {})
+    local = {h.name: local_commands(wants[h.name], len(h.gpus)) for h in hosts}
+    local_results: dict[str, dict[str, Any]] = {}
+    if asked_local := {name: tests for name, tests in local.items() if tests}:
         progress(f"DCGM diagnostics and NCCL all-reduce on {len(asked_local)} hosts")
-        ran = runner.play(asked_local, "local", [DCGM_TASK, NCCL_TASK],
-                          racklift_accept_local=local)
-        local_results = {name: {**ran.captured.get(name, {}),
-                                **({"failed": ran.failed[name]} if name in ran.failed else {})}
+        captured, failed = runner.local(asked_local)
+        local_results = {name: {**captured.get(name, {}),
+                                **({"failed": failed[name]} if name in failed else {})}
                          for name in asked_local}
     port_verdicts = _rdma(runner, [h for h in hosts if wants[h.name].rdma_gbps is not None],
                           partners, wants, progress)
@@ -302,7 +267,13 @@ def accept(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *,
     return out
 
 
-def _rdma(runner: _Runner, hosts: list[ExpectedHost], partners: Sequence[ExpectedHost],
+def local_commands(want: Acceptance, gpus: int) -> dict[str, list[str]]:
+    """The host's own tests its context asks for (all-reduce only where NetBox shows GPUs)."""
+    return {**({DCGM_TASK: dcgm_argv(want.dcgm_level)} if want.dcgm_level is not None else {}),
+            **({NCCL_TASK: nccl_argv(gpus)} if want.nccl_busbw is not None and gpus else {})}
+
+
+def _rdma(runner: AcceptRunner, hosts: list[ExpectedHost], partners: Sequence[ExpectedHost],
           wants: Mapping[str, Acceptance],
           progress: Callable[[str], None]) -> list[PortVerdict]:
     """Every asked host's ports, paired per threshold (hosts of one SKU share one), tested,
@@ -312,11 +283,11 @@ def _rdma(runner: _Runner, hosts: list[ExpectedHost], partners: Sequence[Expecte
     verdicts: list[PortVerdict] = []
     for threshold in sorted({wants[h.name].rdma_gbps for h in hosts}):  # type: ignore[type-var]
         new = [p for h in hosts if wants[h.name].rdma_gbps == threshold for p in rail_ports(h)]
-        results = runner.pairs(first_pairs(new, good), addresses, progress)
+        results = _pairs(runner, first_pairs(new, good), addresses, progress)
         again = retest_pairs(results, threshold, new, good)
         if again:
             progress(f"{len(again)} ports slow with their first partner: testing them again "
                      "with others")
-            results |= runner.pairs(again, addresses, progress)
+            results |= _pairs(runner, again, addresses, progress)
         verdicts += judge_pairs(results, threshold, new, good)
     return verdicts + [v for h in hosts for v in untestable(h)]

@@ -31,13 +31,13 @@ def up(c, hosts=64, sites=1, faults="", latency="none"):
     one SSH server that answers for all of them; then `racklift provision --site sim1
     --no-image`. Re-running converges."""
     from racklift.lab.fleet import lifecycle, server
+    from racklift.lab.hwemu.latency import REALISTIC
     if latency not in ("none", "realistic"):
         raise RackliftError(f"--latency {latency!r}: realistic or none")
     with operator_errors():
         try:
             spec = server.Spec(int(hosts), int(sites), faults=parse_faults(faults),
-                               collect_seconds=(server.collect_seconds()
-                                                if latency != "none" else 0))
+                               latency=REALISTIC if latency != "none" else {})
         except ValueError as exc:
             raise RackliftError(f"--faults: {exc}") from None
         got = lifecycle.up(lab_connect(), spec, lab_instance(),

@@ -13,7 +13,7 @@ import asyncio
 import os
 import shlex
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
@@ -202,30 +202,58 @@ def collect_direct(targets: Mapping[str, Mapping[str, Any]], collector: bytes,
     return asyncio.run(main())
 
 
+@dataclass(frozen=True)
+class Step:
+    """One command of a host's sequence: `argv` with `script` on its stdin, named `task` in
+    progress events (as the playbook it stands for names its task)."""
+
+    task: str
+    argv: list[str]
+    script: bytes = b""
+    timeout: float = TIMEOUT
+
+
+def run_steps(ssh: Mapping[str, list[str]], steps: Mapping[str, Sequence[Step]], *, limit: int,
+              concurrency: int = CONCURRENCY,
+              on_event: Callable[[HostEvent], None] | None = None,
+              ) -> dict[str, list[Ran | HostFailed]]:
+    """Each host's steps in order (`ssh`: host → its ssh argv up to the destination), many hosts
+    at once: each step's outcome, or why it has none. A host that cannot be reached stops
+    there: the steps after it have no outcome."""
+    emit = on_event or (lambda _: None)
+
+    async def one(name: str, gate: asyncio.Semaphore) -> list[Ran | HostFailed]:
+        done: list[Ran | HostFailed] = []
+        async with gate:
+            for step in steps[name]:
+                emit(HostEvent(name, "start", step.task))
+                try:
+                    done.append(await run_on(list(ssh[name]), step.argv, step.script,
+                                             limit=limit, timeout=step.timeout))
+                except HostFailed as exc:
+                    emit(HostEvent(name, exc.kind, step.task, exc.message))
+                    done.append(exc)
+                    if exc.kind == "unreachable":
+                        break
+                    continue
+                emit(HostEvent(name, "ok", step.task))
+        return done
+
+    async def main() -> dict[str, list[Ran | HostFailed]]:
+        gate = asyncio.Semaphore(concurrency)
+        names = sorted(n for n in steps if steps[n])
+        got = await asyncio.gather(*(one(name, gate) for name in names))
+        return dict(zip(names, got, strict=True))
+
+    return asyncio.run(main()) if any(steps.values()) else {}
+
+
 def run_everywhere(ssh: Mapping[str, list[str]], argv: list[str], script: bytes, *,
                    limit: int, timeout: float, concurrency: int = CONCURRENCY,
                    on_event: Callable[[HostEvent], None] | None = None,
                    task: str = "") -> dict[str, Ran | HostFailed]:
     """`argv` with `script` on its stdin on every host (`ssh`: host → its ssh argv up to the
-    destination), many at once: each host's outcome, or why it has none. `task` names the
-    progress events, as the playbook this stands for names its task."""
-    emit = on_event or (lambda _: None)
-
-    async def one(name: str, gate: asyncio.Semaphore) -> Ran | HostFailed:
-        async with gate:
-            emit(HostEvent(name, "start", task))
-            try:
-                ran = await run_on(list(ssh[name]), argv, script, limit=limit, timeout=timeout)
-            except HostFailed as exc:
-                emit(HostEvent(name, exc.kind, task, exc.message))
-                return exc
-            emit(HostEvent(name, "ok", task))
-            return ran
-
-    async def main() -> dict[str, Ran | HostFailed]:
-        gate = asyncio.Semaphore(concurrency)
-        names = sorted(ssh)
-        got = await asyncio.gather(*(one(name, gate) for name in names))
-        return dict(zip(names, got, strict=True))
-
-    return asyncio.run(main()) if ssh else {}
+    destination), many at once: each host's outcome, or why it has none."""
+    ran = run_steps(ssh, {name: [Step(task, argv, script, timeout)] for name in ssh},
+                    limit=limit, concurrency=concurrency, on_event=on_event)
+    return {name: got[0] for name, got in ran.items()}

@@ -21,11 +21,13 @@ SITE_PREFIX = "sim"
 HOST_PREFIX = "sim-"  # of hosts and switches
 MAC_BASE = 0x200000  # the seed's MAC numbering from here: clear of the lab's and the seed's
 # What a simulated host runs, as production asks it (the collector's document shows exactly
-# this), and the firmware and BIOS its BMC must report; no acceptance tests and no registry
-# mirror, which the simulator does not answer yet.
+# this), the firmware and BIOS its BMC must report, and the HGX node's acceptance tests
+# (racklift.lab.fleet.tools answers them); no registry mirror, which the simulator does not
+# answer yet.
 SOFTWARE: dict[str, Any] = {
     **seed.DESIRED_SOFTWARE,
     "registry_mirror": {"url": None},
+    "acceptance": seed.HGX_ACCEPTANCE,
     **bmc.PINS,
 }
 CONTEXT_NAME = "racklift-lab-fleet"

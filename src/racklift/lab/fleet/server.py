@@ -2,7 +2,8 @@
 fleet's namespace (racklift.lab.fleet.network), and the address a connection came to says which
 host was asked. A host answers the collector (`python3 - --sysfs-root ROOT`, the script on
 stdin) with the document racklift's collector would print on it (racklift.lab.fleet.document),
-after the real tools' time; anything else it does not run (127), as a host without the tool.
+after the real tools' time, and the acceptance tests' tools (racklift.lab.fleet.tools); anything
+else it does not run (127), as a host without the tool.
 
 It also answers each host's BMC, at its OOB address (racklift.lab.fleet.bmc), with the lab BMC
 CA's certificate for every such address.
@@ -31,8 +32,8 @@ from pathlib import Path
 
 import asyncssh
 
-from racklift.lab import seed
-from racklift.lab.fleet import bmc, document, plan
+from racklift.lab import hwemu, seed
+from racklift.lab.fleet import bmc, document, plan, tools
 from racklift.lab.hwemu.faults import FAULTS
 from racklift.lab.hwemu.latency import REALISTIC, delay
 
@@ -58,14 +59,15 @@ def collect_seconds(table: Mapping[str, float] = REALISTIC) -> float:
 @dataclass(frozen=True)
 class Spec:
     """What the server serves: the fleet `plan.plan(hosts, sites, hosts_per_rack)` makes, each
-    host's faults, and the collector's time (its median; each host's own is drawn around it,
-    the same on every run)."""
+    host's faults, and the real tools' times (`latency`, hwemu's table: empty, they answer at
+    once). The collector's time by the table is a median: each host's own is drawn around it,
+    the same on every run."""
 
     hosts: int
     sites: int = 1
     hosts_per_rack: int = seed.HOSTS_PER_RACK
     faults: dict[str, list[str]] = field(default_factory=dict)
-    collect_seconds: float = 0.0
+    latency: dict[str, float] = field(default_factory=dict)
     spread: float = 0.1  # of the log-normal around the median
     power_seconds: float = 0.0  # how long a BMC takes to change the power state (median)
     authorized_key: str = ""  # the controller's public key, OpenSSH's one-line form
@@ -78,6 +80,10 @@ class Spec:
 
     def fleet(self) -> plan.FleetPlan:
         return plan.plan(self.hosts, self.sites, self.hosts_per_rack)
+
+    @property
+    def collect_seconds(self) -> float:
+        return collect_seconds(self.latency) if self.latency else 0.0
 
 
 def write_spec(spec: Spec, path: Path) -> None:
@@ -94,11 +100,14 @@ class Host:
     faults: tuple[str, ...]
     seconds: float
 
+    def profile(self) -> hwemu.Profile:
+        # Made when asked (a few ms), so thousands of hosts cost no memory.
+        return document.profile_for(self.plan, [f for f in self.faults if f in FAULTS])
+
     def answer(self, sysfs_root: str) -> bytes:
         if GARBAGE in self.faults:
             return b"Traceback (most recent call last):\n  ... not a document\n"
-        profile = document.profile_for(self.plan, [f for f in self.faults if f in FAULTS])
-        got = document.collector_document(self.plan, profile, plan.SOFTWARE,
+        got = document.collector_document(self.plan, self.profile(), plan.SOFTWARE,
                                           collected_at=time.time())
         return json.dumps({**got, "sysfs_root": sysfs_root}).encode()
 
@@ -139,19 +148,27 @@ class _Server(asyncssh.SSHServer):
             conn.abort()
 
 
-async def _serve_one(hosts: Mapping[str, Host], process: asyncssh.SSHServerProcess) -> None:
-    host = hosts[process.get_extra_info("sockname")[0]]
+async def _serve_one(hosts: Mapping[str, Host], servers: tools.Servers,
+                     latency: Mapping[str, float], process: asyncssh.SSHServerProcess) -> None:
+    address = process.get_extra_info("sockname")[0]
+    host = hosts[address]
     root = collector_root(process.command)
-    await process.stdin.read()  # the script, to its end, as python3 would
-    if root is None:
-        process.stderr.write(f"sh: 1: {(process.command or '').split()[:1]}: not found\n"
-                             .encode())
-        process.exit(127)
+    stdin = await process.stdin.read()  # the script, to its end, as python3 would
+    if root is not None:
+        await asyncio.sleep(host.seconds)
+        process.stdout.write(host.answer(root))
+        process.exit(0)
         return
-    await asyncio.sleep(host.seconds)
-    # The document is made when asked (a few ms), so thousands of hosts cost no memory.
-    process.stdout.write(host.answer(root))
-    process.exit(0)
+    try:
+        words = shlex.split(process.command or "")
+    except ValueError:
+        words = []
+    got = tools.answer(address, words, stdin, host.profile(),
+                       lambda at: hosts[at].profile() if at in hosts else None, servers, latency)
+    await asyncio.sleep(got.seconds)
+    process.stdout.write(got.stdout.encode())
+    process.stderr.write(got.stderr.encode())
+    process.exit(got.rc)
 
 
 @dataclass(frozen=True)
@@ -166,10 +183,11 @@ async def serve(spec: Spec, host_key: Path, bmc_settings: BmcSettings, ssh_port:
                 bmc_port: int = 443) -> None:
     fleet = spec.fleet()
     hosts = hosts_by_address(spec, fleet)
+    servers = tools.Servers()
     await asyncssh.create_server(
         lambda: _Server(hosts), "", ssh_port, server_host_keys=[str(host_key)],
         authorized_client_keys=asyncssh.import_authorized_keys(spec.authorized_key),
-        process_factory=lambda p: _serve_one(hosts, p), encoding=None,
+        process_factory=lambda p: _serve_one(hosts, servers, spec.latency, p), encoding=None,
         # Thousands of clients at once: the listen queue, not the default 100, takes them.
         backlog=4096)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)

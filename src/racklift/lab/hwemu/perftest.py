@@ -275,3 +275,26 @@ def ib_write_bw(p: Profile, args: list[str]) -> str:
         time.sleep(min(opts.duration, _LAB_SECONDS))
     figures = _figures(*((hello, peer) if opts.server else (peer, hello)))
     return printed + _output(opts, h, hello, peer, figures)
+
+
+def client_of(client: Profile, client_args: list[str], server: Profile | None,
+              server_args: list[str]) -> str:
+    """What the client of a pair prints where one process answers for both ends (the simulated
+    fleet: no socket between them): the same exchange, figures and output as
+    ``ib_write_bw``. `server` None: no server listens at the client's address and port."""
+    opts = _parse(client_args)
+    printed = _NO_PEAK if opts.duration else ""
+    h = _port(client, opts, printed)
+    if opts.server is None:
+        raise ToolExit(1, printed, "ib_write_bw: the simulated fleet runs clients only\n")
+    peer = None
+    if server is not None:
+        server_opts = _parse(server_args)
+        try:
+            peer = _hello(server, _port(server, server_opts, ""), server_opts)
+        except ToolExit:
+            peer = None  # a server that could not start does not listen
+    if peer is None:
+        raise ToolExit(1, printed, f"Couldn't connect to {opts.server}:{opts.port}\n{_NO_SOCKET}")
+    hello = _hello(client, h, opts)
+    return printed + _output(opts, h, hello, peer, _figures(hello, peer))

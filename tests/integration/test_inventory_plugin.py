@@ -190,4 +190,4 @@ def test_role_variables_come_from_the_config_context(instance, seeded_netbox, de
         {"docker.io": ["https://registry-mirror.lab.racklift.test:5000"]},
         # The seed's context asks for DOCA without its repository: the ofed role will refuse
         # it (validate) and say to set ofed_repo_url.
-        "doca", "24.10-1.1.4.0", ""]
+        "doca", "2.9.1-1", ""]

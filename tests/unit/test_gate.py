@@ -5,8 +5,10 @@ import json
 from dataclasses import replace
 
 import pytest
+import yaml
 
 import emulated
+from helpers import REPO
 from racklift.facts.bundle import Output
 from racklift.facts.host import from_bundle
 from racklift.facts.observed import NvlinkFacts, TopologyFacts
@@ -376,14 +378,36 @@ def test_the_primary_ip_must_be_on_its_interface_where_netbox_records_one():
     assert _found(replace(host, primary_ip_interface=None), moved) == {}
 
 
-@pytest.mark.parametrize("package", ["mlnx-ofed-kernel-utils", "doca-ofed", "rdma-core"])
-def test_the_ofed_version_is_read_from_whichever_ofed_package_is_installed(package):
-    host = _with_context(ofed={"source": "doca", "version": "24.10"})
-    facts = replace(_healthy(), packages={package: "24.10-1.1.4.0"})
+# What DOCA-OFED 2.9.1 and MLNX_OFED 24.10-1.1.4 install (the ofed role's stand-ins, shaped on
+# NVIDIA's repositories): the metapackage at the pin, the rest at the vendor's own numbering.
+VENDOR = {"mlnx-ofed-kernel-utils": "24.10.OFED.24.10.1.1.4.1-1",
+          "rdma-core": "2410mlnx54-1.2410068", "mlnx-tools": "24.10-0.2410068"}
+
+
+@pytest.mark.parametrize(("source", "pin", "packages"), [
+    ("doca", "2.9.1-1", {"doca-ofed": "2.9.1-1", **VENDOR}),
+    ("mlnx_ofed", "24.10-OFED.24.10.1.1.4.1",
+     {"mlnx-ofed-basic": "24.10-OFED.24.10.1.1.4.1", **VENDOR}),
+    ("inbox", "44.0-2", {"rdma-core": "44.0-2", "ibverbs-utils": "44.0-2"}),
+])
+def test_the_ofed_pin_is_read_from_the_sources_own_package_only(source, pin, packages):
+    host = _with_context(ofed={"source": source, "version": pin})
+    facts = replace(_healthy(), packages=packages)
+    # A host at its pin passes, whatever the packages beside the metapackage are numbered.
     assert _found(host, facts) == {}
-    older = _found(host, replace(facts, packages={package: "24.07-0.6.1.0"}))
-    assert (older["software.ofed"].expected, older["software.ofed"].observed) == (
-        "24.10", "24.07-0.6.1.0")
+    own = compare.OFED_PACKAGE[source]
+    older = _found(host, replace(facts, packages={**packages, own: "0.1-1"}))
+    assert (older["software.ofed"].expected, older["software.ofed"].observed) == (pin, "0.1-1")
+    # Without the source's own package, what the others say proves nothing: refused.
+    gone = _found(host, replace(facts, packages={k: v for k, v in packages.items() if k != own}))
+    assert gone["software.ofed"].observed is None
+
+
+def test_the_ofed_packages_read_are_the_ones_the_role_pins():
+    defaults = yaml.safe_load((REPO / "roles" / "ofed" / "defaults" / "main.yml").read_text())
+    assert compare.OFED_PACKAGE["doca"] in defaults["ofed_doca_packages"]
+    assert compare.OFED_PACKAGE["mlnx_ofed"] in defaults["ofed_mlnx_ofed_packages"]
+    assert compare.OFED_PACKAGE["inbox"] in defaults["ofed_inbox_packages"]
 
 
 def test_an_unmanaged_ofed_does_not_skip_the_container_toolkit():

@@ -39,7 +39,7 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         "container_runtime_registry_mirrors": {
             "docker.io": ["https://registry-mirror.lab.racklift.test:5000"]},
         # DOCA without its repository: the ofed role refuses it and says what to set.
-        "ofed_source": "doca", "ofed_version": "24.10-1.1.4.0"}),
+        "ofed_source": "doca", "ofed_version": "2.9.1-1"}),
     # Lab hosts: no toolkit, OFED version or mirror managed.
     "lab-host": (hosts.LAB_SOFTWARE, {"nvidia_driver_version": "550.127.08",
                                       "container_runtime_toolkit_enabled": False,

@@ -59,7 +59,7 @@ DESIRED_SOFTWARE: dict[str, Any] = {
     "provisioning_interface": PROVISIONING,
     "nvidia_driver": {"branch": "550", "version": "550.127.08", "kernel_modules": "open"},
     "cuda_version": "12.4",
-    "ofed": {"source": "doca", "version": "24.10-1.1.4.0"},
+    "ofed": {"source": "doca", "version": "2.9.1-1"},  # doca-ofed's, DOCA 2.9.1
     "container_toolkit": {"version": "1.17.3"},
     "registry_mirror": {"url": "https://registry-mirror.lab.racklift.test:5000"},
 }

@@ -111,8 +111,10 @@ class Ofed:
                                         "rdma-core), doca (DOCA-OFED) or mlnx_ofed (MLNX_OFED)"))
     # None: inbox's rdma-core of the OS release; the gate does not check it.
     version: str | None = setting(None, text(
-        r"[0-9][0-9A-Za-z.+~:-]*\*?", "the apt version of the source's packages, e.g. "
-        "\"24.10-1.1.4.0\" ('*' at the end allowed), or null", nullable=True))
+        r"[0-9][0-9A-Za-z.+~:-]*\*?", "the apt version of the source's own package (doca: "
+        "doca-ofed, e.g. \"2.9.1-1\"; mlnx_ofed: mlnx-ofed-basic, e.g. "
+        "\"24.10-OFED.24.10.1.1.4.1\"; inbox: rdma-core) ('*' at the end allowed), or null",
+        nullable=True))
     repo_url: str | None = setting(None, text(
         URL, "the vendor's apt repository as an https URL, or null", nullable=True))
     repo_key_url: str | None = setting(None, text(

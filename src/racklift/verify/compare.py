@@ -24,6 +24,14 @@ def _same(a: str | None, b: str | None) -> bool:
 _VERSION_SEPARATORS = ".-+~:"
 
 
+# The package whose version an OFED source's pin is (the ofed role pins and holds it:
+# ofed_doca_packages, ofed_mlnx_ofed_packages, the inbox rdma-core). Only that one: the others a
+# source installs carry their own numbering (DOCA-OFED 2.9.1-1 installs mlnx-ofed-kernel-utils
+# 24.10.OFED.24.10.1.1.4.1-1 and rdma-core 2410mlnx54-1.2410068), so reading one of them
+# against the pin would refuse every host at it.
+OFED_PACKAGE = {"inbox": "rdma-core", "doca": "doca-ofed", "mlnx_ofed": "mlnx-ofed-basic"}
+
+
 def version_matches(have: str | None, want: str) -> bool:
     """Whether installed version ``have`` is ``want``, or ``want`` made more precise: compared
     on component boundaries, so "24.10" and "24.10*" match "24.10-1.1.4.0" but "24.1" never
@@ -194,14 +202,13 @@ def _software(expected: ExpectedHost, facts: HostFacts) -> Iterator[Mismatch]:
         yield Mismatch("software.nvidia_driver", driver, facts.nvidia.driver_version,
                        CRITICAL, "run the nvidia_driver role with the config context's "
                        "version, then reboot")
-    for key, want, packages in (
-            ("ofed", desired.ofed.version,
-             ("mlnx-ofed-kernel-utils", "doca-ofed", "rdma-core")),
+    for key, want, package in (
+            ("ofed", desired.ofed.version, OFED_PACKAGE[desired.ofed.source]),
             ("container_toolkit", desired.container_toolkit.version,
-             ("nvidia-container-toolkit",))):
+             "nvidia-container-toolkit")):
         if not want:
             continue  # not managed for this host
-        have = next((facts.packages[p] for p in packages if p in facts.packages), None)
+        have = facts.packages.get(package)
         if not version_matches(have, want):
             yield Mismatch(f"software.{key}", want, have, CRITICAL,
                            f"install {key.replace('_', ' ')} {want} (its role), or correct "

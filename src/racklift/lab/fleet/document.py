@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import hashlib
 import ipaddress
 import json
@@ -16,10 +17,14 @@ import shlex
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import yaml
+
 from racklift.ansible import script
 from racklift.lab import hardware, hwemu, seed
 from racklift.lab.hwemu.latency import REALISTIC, delay
 from racklift.netbox import desired
+from racklift.paths import REPO_ROOT
+from racklift.verify import compare
 
 
 def _collect_py(name: str) -> Any:
@@ -77,6 +82,17 @@ NOT_FOUND = 127  # sh's exit status for a command it cannot find
 BASE_PACKAGES = {"openssh-server": "1:9.2p1-2+deb12u3", "lldpd": "1.0.16-1+deb12u1",
                  "docker.io": "20.10.24+dfsg1-1+deb12u1", "containerd": "1.6.20~ds1-1+deb12u1"}
 INBOX_RDMA = "44.0-2"  # Debian 12's rdma-core (roles/ofed/vars/Debian-12.yml)
+# The ofed role's stand-ins for NVIDIA's repositories: what DOCA-OFED and MLNX_OFED install
+# beside their metapackages, at the vendor's own numbering.
+OFED_STANDINS = REPO_ROOT / "roles" / "ofed" / "molecule" / "default" / "standin-packages.yml"
+
+
+@functools.cache
+def _vendor_rdma() -> dict[str, str]:
+    metapackages = {"doca-ofed", "mlnx-ofed-basic", "mlnx-ofed-all"}
+    return {p["name"]: str(p["version"])
+            for p in yaml.safe_load(OFED_STANDINS.read_text())["packages"]
+            if p["name"] not in metapackages}
 HELD, INSTALLED = "hi ", "ii "  # dpkg's status: the roles hold what they pin
 
 # What lldpd 1.0.16 prints (lldpctl -f json) for one neighbour: the shape of the lab capture
@@ -237,8 +253,8 @@ def _packages(state: desired.DesiredState) -> str:
     """dpkg-query's lines for what the roles installed as `state` asks (Debian 12, as
     roles/*/vars/Debian-12.yml name them) beside the base system's: the driver (its branch's
     metapackage for the kernel modules asked, the driver's parts, fabric manager where wanted),
-    the RDMA stack of the OFED source (the package the gate reads its version from first:
-    doca-ofed, mlnx-ofed-kernel-utils or rdma-core) and the container toolkit where managed."""
+    the RDMA stack of the OFED source (its own package, the one the gate reads the pin from:
+    racklift.verify.compare.OFED_PACKAGE) and the container toolkit where managed."""
     driver = state.nvidia_driver
     version = f"{_driver_version(driver)}-1"  # NVIDIA's CUDA repository's revision
     held = {("nvidia-open-" if driver.kernel_modules == "open" else "cuda-drivers-")
@@ -254,9 +270,10 @@ def _packages(state: desired.DesiredState) -> str:
         held |= dict.fromkeys(("rdma-core", "ibverbs-utils", "infiniband-diags"),
                               _concrete(ofed.version) if ofed.version else INBOX_RDMA)
     elif ofed.version:  # doca and mlnx_ofed need one (preflight)
-        wanted = _concrete(ofed.version)
-        held |= ({"doca-ofed": wanted} if ofed.source == "doca" else
-                 {"mlnx-ofed-basic": wanted, "mlnx-ofed-kernel-utils": wanted})
+        # The source's metapackage at its pin, and what it brings at the vendor's own
+        # numbering (the ofed role's Molecule stand-ins, shaped on NVIDIA's repositories).
+        held |= {compare.OFED_PACKAGE[ofed.source]: _concrete(ofed.version)}
+        held |= _vendor_rdma()
     toolkit = state.container_toolkit.version
     if toolkit:  # NVIDIA's revision, as inventory/group_vars/all/node_roles.yml pins it
         held |= dict.fromkeys(("nvidia-container-toolkit", "nvidia-container-toolkit-base",

@@ -28,6 +28,7 @@ from racklift.pipeline.accept_run import (
     servers_script,
     stop_script,
 )
+from racklift.verify import reach as reach_module
 
 
 @pytest.fixture
@@ -54,7 +55,7 @@ def runner(monkeypatch: pytest.MonkeyPatch, entries: dict[str, dict[str, Any]],
         assert name == "accept.yml"
         plays.append((sorted(hosts), kw["extravars"]))
         return PlaybookResult(0, ok=frozenset(hosts), captured=captured or {})
-    monkeypatch.setattr(accept_run, "reach", reach)
+    monkeypatch.setattr(reach_module, "reach", reach)
     monkeypatch.setattr(accept_run, "run_playbook", run_playbook)
     got = AcceptRunner(FakeNetBox(), Path("/nonexistent"), "accept-a01", None, {})
     got.asked = asked  # type: ignore[attr-defined]
@@ -130,3 +131,21 @@ def test_the_scripts_quote_what_they_run_and_wait_a_bounded_time() -> None:
     assert f'-ge {accept_run.LISTEN_WAIT} ] && break' in start
     assert stop_script(served).splitlines()[0] == \
         "pkill -f 'ib_write_bw -d mlx5_0 -p 18515 -F --report_gbits -D 5' || true"
+
+
+def test_how_hosts_are_reached_is_asked_once_for_a_batch_while_its_extra_vars_stay(monkeypatch):
+    asked: list[list[str]] = []
+
+    def reach(names, settings, extravars):
+        asked.append(list(names))
+        return {n: {"ssh": ["ssh", n], "pinned": dict(extravars)} for n in names}
+    monkeypatch.setattr(reach_module, "reach", reach)
+    reached = reach_module.Reached()
+    reached.get(["gpu-01", "gpu-02"], None, {"a": 1})  # verify
+    assert reached.get(["gpu-02"], None, {"a": 1}) == {
+        "gpu-02": {"ssh": ["ssh", "gpu-02"], "pinned": {"a": 1}}}  # acceptance
+    reached.get(["gpu-02", "gpu-03"], None, {"a": 1})  # a partner not asked yet
+    assert asked == [["gpu-01", "gpu-02"], ["gpu-03"]]
+    # New extra vars (the image stage pinned new host keys): asked again.
+    assert reached.get(["gpu-01"], None, {"a": 2})["gpu-01"]["pinned"] == {"a": 2}
+    assert asked[-1] == ["gpu-01"]

@@ -172,6 +172,11 @@ def test_each_stage_runs_the_code_read_here() -> None:
     assert "accept" in _called(rack_stages.run_accept)
     assert rack_stages.accept is accept_stage.accept
     assert "AcceptRunner" in _called(accept_stage.accept)
+    # Verify and acceptance reach the rack's hosts as one Ansible process found them.
+    for runner, callee in ((rack_stages.run_verify, "gate"), (rack_stages.run_accept, "accept")):
+        (call,) = [c for c in _calls(_tree(runner))
+                   if isinstance(c.func, ast.Name) and c.func.id == callee]
+        assert "reached=batch.reached" in [ast.unparse(k) for k in call.keywords], callee
 
 
 def test_the_code_runs_a_playbook_in_every_stage() -> None:

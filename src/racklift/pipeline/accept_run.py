@@ -18,7 +18,7 @@ from typing import Any
 from racklift.ansible import HostEvent, PlaybookResult, run_playbook
 from racklift.netbox.client import NetBox
 from racklift.verify.direct_collect import HostFailed, Ran, Step, run_steps
-from racklift.verify.reach import reach
+from racklift.verify.reach import Reached
 
 DCGM_TASK, NCCL_TASK = "DCGM diagnostic", "NCCL all-reduce"
 SERVERS_TASK = "Start the ib_write_bw servers"
@@ -87,24 +87,21 @@ def stop_script(served: Sequence[Mapping[str, Any]]) -> str:
 
 class AcceptRunner:
     """Runs the tests on one rack's hosts (and their partners): each host reached as Ansible
-    would reach it (racklift.verify.reach), asked once per stage."""
+    would reach it (racklift.verify.reach), asked once for the batch (`reached`: verify's)."""
 
     def __init__(self, netbox: NetBox, run_dir: Path, ident: str,
                  on_event: Callable[[HostEvent], None] | None,
-                 extravars: Mapping[str, Any]) -> None:
+                 extravars: Mapping[str, Any], reached: Reached | None = None) -> None:
         self.netbox, self.run_dir, self.ident = netbox, run_dir, ident
         self.on_event, self.extravars = on_event, extravars
         self.runs = 0
-        self._reached: dict[str, dict[str, Any]] = {}
+        self.reached = reached or Reached()
 
     def _split(self, names: Iterable[str]) -> tuple[dict[str, list[str]], list[str],
                                                     dict[str, str]]:
         """(host → its ssh argv, for those reached over plain ssh; the hosts Ansible reaches
         another way; host → why it cannot be reached)."""
-        names = sorted(set(names))
-        if new := [n for n in names if n not in self._reached]:
-            self._reached.update(reach(new, self.netbox.settings, self.extravars))
-        entries = {n: self._reached[n] for n in names}
+        entries = self.reached.get(sorted(set(names)), self.netbox.settings, self.extravars)
         return ({n: e["ssh"] for n, e in entries.items() if "ssh" in e},
                 [n for n, e in entries.items() if "ansible" in e],
                 {n: str(e["error"]) for n, e in entries.items() if "error" in e})

@@ -48,6 +48,7 @@ from racklift.verify.pairing import (
     retest_pairs,
     rounds,
 )
+from racklift.verify.reach import Reached
 
 TCP_PORT = 18515  # perftest's own; the n-th pair of a round takes the n-th port from it
 DEVICE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")  # an RDMA device: mlx5_0, irdma1
@@ -234,11 +235,12 @@ def accept(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *,
            partners: Sequence[ExpectedHost] = (),
            ident: str = "accept", progress: Callable[[str], None] = lambda _: None,
            on_event: Callable[[HostEvent], None] | None = None,
-           extravars: Mapping[str, Any] | None = None) -> dict[str, HostAcceptance]:
+           extravars: Mapping[str, Any] | None = None,
+           reached: Reached | None = None) -> dict[str, HostAcceptance]:
     """Run the acceptance tests each host's context asks for; `partners` are known-good
     (active) hosts the RDMA test may pair with. Returns each host's judged acceptance."""
     wants = {h.name: h.desired.acceptance if h.desired else Acceptance() for h in hosts}
-    runner = AcceptRunner(netbox, run_dir, ident, on_event, extravars or {})
+    runner = AcceptRunner(netbox, run_dir, ident, on_event, extravars or {}, reached)
     local = {h.name: local_commands(wants[h.name], len(h.gpus)) for h in hosts}
     local_results: dict[str, dict[str, Any]] = {}
     if asked_local := {name: tests for name, tests in local.items() if tests}:

@@ -32,6 +32,7 @@ from racklift.pipeline.site_share import SiteShare
 from racklift.text import journal_line
 from racklift.verify.acceptance import asks_acceptance
 from racklift.verify.gate import gate
+from racklift.verify.reach import Reached
 
 # image(netbox, hosts, run_dir, progress) → host name → error (None: imaged)
 ImageStage = Callable[[NetBox, list[ExpectedHost], Path, Progress], Mapping[str, str | None]]
@@ -50,6 +51,8 @@ class RackBatch:
     # Every Ansible job of the rack gets these; a stage may change them for the stages after it.
     extravars: Mapping[str, Any]
     record: RackRecord = field(init=False)
+    # How its hosts are reached, asked once for verify and acceptance.
+    reached: Reached = field(default_factory=Reached)
 
     def __post_init__(self) -> None:
         self.record = RackRecord(self.netbox, self.hosts, self.options.verb, self.run_id,
@@ -152,7 +155,7 @@ def run_verify(batch: RackBatch) -> None:
                     ident=f"collect-{batch.ident}",
                     admit=lambda h: not (batch.options.accept and asks_acceptance(h)),
                     progress=batch.progress.note, on_event=batch.progress.event,
-                    extravars=batch.extravars)
+                    extravars=batch.extravars, reached=batch.reached)
     batch.record.timed(entered, VERIFY)
     skipped: list[HostRun] = []
     for h, verdict in zip(entered, verdicts, strict=True):
@@ -185,7 +188,8 @@ def run_accept(batch: RackBatch) -> None:
                 else [])
     results = accept(batch.netbox, [h.host for h in entered], batch.run_dir, partners=partners,
                      ident=f"accept-{batch.ident}", progress=batch.progress.note,
-                     on_event=batch.progress.event, extravars=batch.extravars)
+                     on_event=batch.progress.event, extravars=batch.extravars,
+                     reached=batch.reached)
     batch.record.timed(entered, ACCEPT)
     now = datetime.now(UTC).isoformat(timespec="seconds")
     header = batch.record.header

@@ -33,7 +33,7 @@ from racklift.verify.acceptance import asks_acceptance
 from racklift.verify.check import CheckResult
 from racklift.verify.direct_collect import COLLECT_TASK, CONTAINER_CHECK_TASK, collect_direct
 from racklift.verify.firmware_pins import asks_bmc, firmware_pins
-from racklift.verify.reach import reach
+from racklift.verify.reach import Reached
 from racklift.verify.record_cables import record_cables
 from racklift.verify.record_serials import record_serials
 from racklift.verify.record_verdicts import (
@@ -110,19 +110,21 @@ def collect(netbox: NetBox, hosts: list[ExpectedHost], bundle_dir: Path, *,
             artifacts: Path | None = None, ident: str = "collect",
             on_event: Callable[[HostEvent], None] | None = None,
             container_check: bool = False, collector: str = "direct",
-            extravars: Mapping[str, Any] | None = None) -> dict[str, bundles.Bundle | str]:
+            extravars: Mapping[str, Any] | None = None,
+            reached: Reached | None = None) -> dict[str, bundles.Bundle | str]:
     """Each host's bundle (also written under `bundle_dir`), or why there is none.
     `container_check`: also pull and run the GPU container through the host's registry mirror
     (the gate does; support bundles stay read-only). `collector`: "direct" (racklift's ssh
     clients, one per host, for every host whose Ansible connection is plain ssh; Ansible
-    collects the others with collect.yml) or "ansible" (collect.yml for all)."""
+    collects the others with collect.yml) or "ansible" (collect.yml for all). `reached`: how
+    hosts are reached, kept for the batch's later stages."""
     if collector not in COLLECTORS:
         raise RackliftError(f"collector {collector!r}: use one of {', '.join(COLLECTORS)}")
     names = [h.name for h in hosts]
     raw: dict[str, tuple[Any, Mapping[str, Any] | None] | str] = {}
     through_ansible = names
     if collector == "direct" and names:
-        targets = reach(names, netbox.settings, extravars)
+        targets = (reached or Reached()).get(names, netbox.settings, extravars)
         direct = {n: t for n, t in targets.items() if "ssh" in t}
         for name, why in targets.items():
             if "error" in why:
@@ -192,18 +194,20 @@ def gate(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, *, write: boo
          progress: Callable[[str], None] = lambda _: None,
          on_event: Callable[[HostEvent], None] | None = None,
          extravars: Mapping[str, Any] | None = None, ident: str = "collect",
-         collector: str = "direct") -> list[HostVerdict]:
+         collector: str = "direct", reached: Reached | None = None) -> list[HostVerdict]:
     """Collect, compare, check and (unless `write` is false) record the verdicts of `hosts`.
     `ident`: the collector's Ansible artifacts directory (the pipeline's racks each their own).
     `run` is the pipeline run that holds the hosts' locks, if one calls the gate; hosts locked
     by any other run, not configured, or whose status changed meanwhile are reported only.
     `admit`: whether passing puts a host in the pool; by default unless its context asks for
-    acceptance tests, which then follow (`racklift accept`). `collector`: see `collect`."""
+    acceptance tests, which then follow (`racklift accept`). `collector`, `reached`: see
+    `collect`."""
     reachable = [h for h in hosts if not h.problems and h.address and h.status in VERIFIED]
     progress(f"collecting facts from {len(reachable)} hosts")
     collected = (collect(netbox, reachable, run_dir / "bundles", artifacts=run_dir / "ansible",
                          ident=ident, container_check=True, extravars=extravars,
-                         on_event=on_event, collector=collector) if reachable else {})
+                         on_event=on_event, collector=collector, reached=reached)
+                 if reachable else {})
     bmcs = read_pinned_bmcs(netbox, reachable, extravars=extravars, progress=progress)
     judged = {h.name for h in reachable}
     verdicts = []

@@ -96,6 +96,25 @@ def reach(names: list[str], settings: NetBoxSettings,
             else {"error": "its connection settings did not come back"} for name in names}
 
 
+class Reached:
+    """Each host's entry asked of Ansible once for the stages of one batch that reach its hosts
+    (verify collects, acceptance tests): an Ansible-environment process and an inventory read
+    of NetBox each time it is not. Asked again when the extra vars change (the image stage
+    pins each imaged host's new key)."""
+
+    def __init__(self) -> None:
+        self._extravars: dict[str, Any] | None = None
+        self._entries: dict[str, dict[str, Any]] = {}
+
+    def get(self, names: list[str], settings: NetBoxSettings,
+            extravars: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+        if dict(extravars or {}) != self._extravars:
+            self._extravars, self._entries = dict(extravars or {}), {}
+        if new := sorted({n for n in names if n not in self._entries}):
+            self._entries.update(reach(new, settings, extravars))
+        return {n: self._entries[n] for n in names}
+
+
 def resolve(names: list[str], extravars: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Each named host's entry, or `{"error": ...}` for one the inventory does not hold."""
     from ansible.plugins.loader import connection_loader

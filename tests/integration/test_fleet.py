@@ -97,6 +97,11 @@ def test_two_controllers_take_a_site_each_and_admit_exactly_the_healthy_hosts(
         else:
             assert got["result"] == "joined", got
 
+    # Their inventory gives them no roles: no configure run at all (verify and acceptance
+    # then reach them with the same one answer of Ansible's variables per rack).
+    assert [p.name for p in tmp_path.rglob("configure-*")] == []
+    assert list(tmp_path.rglob("collect-*")) == []  # collected by racklift's own SSH clients
+
     # The BMCs' password went from the inventory to the Redfish client, and nowhere else.
     password = lifecycle.bmc_password_file().read_bytes().strip()
     assert [p for p in tmp_path.rglob("*") if p.is_file() and password in p.read_bytes()] == []

@@ -67,6 +67,7 @@ def test_a_lab_tag_gives_nothing_without_the_lab_source(lab_tagged, settings, tm
     reached = reach([HOST], settings)[HOST]
     assert "ssh" in reached, reached
     assert reached["sysfs_root"] == "/sys"
+    assert reached["roles"] == production["roles"]  # what configure.yml would apply
     assert not any("StrictHostKeyChecking=no" in a or "id_ed25519" in a or "netns" in a
                    for a in reached["ssh"]), reached["ssh"]
 
@@ -78,4 +79,5 @@ def test_a_lab_tag_gives_nothing_without_the_lab_source(lab_tagged, settings, tm
     monkeypatch.setenv("ANSIBLE_INVENTORY", lab_inventory()["ANSIBLE_INVENTORY"])
     reached = reach([HOST], settings)[HOST]
     assert reached["sysfs_root"] == "/var/lib/racklift-lab/sys"
+    assert reached["roles"] == lab["roles"]
     assert any("id_ed25519" in a for a in reached["ssh"]), reached["ssh"]

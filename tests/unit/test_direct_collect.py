@@ -28,7 +28,7 @@ from racklift.verify.direct_collect import (
     container_check_argv,
     run_everywhere,
 )
-from racklift.verify.reach import ansible_reason, ssh_command, target
+from racklift.verify.reach import ansible_reason, roles_of, ssh_command, target
 
 # Stands in for `ssh ... -- host`: runs the remote command line locally with sh, as sshd would
 # on the host. `$1` is the destination slot run_on appends the command to.
@@ -259,3 +259,10 @@ def test_the_image_check_runs_its_script_on_each_host_and_says_which_did_not_ans
     gone = run_everywhere({"gpu-02": bare}, ["sh", "-s"], script, limit=2**16, timeout=30)
     assert gone["gpu-02"].rc != 0 and gone["gpu-02"].stdout.splitlines()[1] == "nonce-1"
     assert run_everywhere({}, ["sh", "-s"], script, limit=1, timeout=1) == {}
+
+
+def test_the_roles_configure_would_apply_are_told_only_when_they_are_a_list_of_names():
+    assert roles_of(["base_os", "ofed"]) == ["base_os", "ofed"]
+    assert roles_of([]) == []  # nothing to configure
+    assert roles_of(None) is None and roles_of("base_os") is None
+    assert roles_of(["base_os", {"name": "x"}]) is None  # the playbook says what is wrong

@@ -9,7 +9,9 @@ Reads `{"hosts": [...], "extravars": {...}}` on stdin; writes one JSON object, h
 `{"ansible": why}` for a host whose connection the direct collector does not speak (another
 connection plugin, a password, a PKCS#11 key): Ansible collects those with collect.yml; or
 `{"error": why}` for a host that cannot be reached safely (an address ssh would read as an
-option) or is not in the inventory.
+option) or is not in the inventory. An entry of a host the inventory holds also says the roles
+configure.yml would apply to it (`"roles"`: `racklift_roles`, or null where that is no list of
+names): a host with none is not configured at all.
 
 Only what reaching the host needs is templated and printed: never a password or other var.
 """
@@ -67,6 +69,14 @@ def ssh_command(options: Mapping[str, Any]) -> list[str]:
     if options.get("private_key_file"):
         argv += ["-o", f"IdentityFile=\"{options['private_key_file']}\""]
     return [*argv, "--", host]
+
+
+def roles_of(value: Any) -> list[str] | None:
+    """The roles configure.yml would apply (`racklift_roles`, templated); None where that is not
+    a list of names (the playbook then runs and says what is wrong)."""
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    return None
 
 
 def target(hostvars: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
@@ -144,7 +154,8 @@ def resolve(names: list[str], extravars: Mapping[str, Any]) -> dict[str, dict[st
                 for opt in SSH_OPTIONS + ANSIBLE_ONLY}
             wanted = {key: value(hostvars.get(key)) for key in
                       ("ansible_connection", "racklift_sysfs_root", "racklift_desired")}
-            out[name] = target(wanted, options)
+            out[name] = {**target(wanted, options),
+                         "roles": roles_of(templated(hostvars.get("racklift_roles")))}
         except Exception as exc:
             out[name] = {"error": f"its connection settings could not be read: "
                                   f"{type(exc).__name__}: {exc}"[:300]}

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from test_direct_collect import TRANSPORT_STAND_IN
 
-from accept_stand_ins import install_tools, pair
+from accept_stand_ins import install_tools, pair, transport_to
 from racklift.ansible import PlaybookResult
 from racklift.pipeline import accept_run
 from racklift.pipeline.accept_run import (
@@ -98,10 +98,11 @@ def test_an_unreachable_host_runs_nothing_more_and_says_why(log, monkeypatch):
 
 def test_a_round_starts_every_server_before_any_client_and_stops_them_after(log, monkeypatch):
     plays: list = []
-    run = runner(monkeypatch, {"gpu-01": {"ssh": TRANSPORT_STAND_IN},
-                               "gpu-02": {"ssh": TRANSPORT_STAND_IN},
+    run = runner(monkeypatch, {"gpu-01": {"ssh": transport_to("gpu-01")},
+                               "gpu-02": {"ssh": transport_to("gpu-02")},
                                "gpu-03": {"ansible": "its connection is 'podman', not ssh"}},
                  plays, {"gpu-03": {CLIENT_TASK: {"results": [
+                     {"item": {}, "skipped": True},  # not one of the round's pairs
                      {"item": {"n": 2}, "stdout": "from ansible", "rc": 0}]}}})
     pairs = [pair(0, "gpu-01", "gpu-02"), pair(1, "gpu-02", "gpu-01"),
              pair(2, "gpu-03", "gpu-01")]
@@ -115,7 +116,10 @@ def test_a_round_starts_every_server_before_any_client_and_stops_them_after(log,
     assert kinds.index("ib_write_bw") > max(i for i, k in enumerate(kinds) if k in ("setsid", "ss"))
     assert min(i for i, k in enumerate(kinds) if k == "pkill") > \
         max(i for i, k in enumerate(kinds) if k == "ib_write_bw")
-    assert sum(k == "setsid" for k in kinds) == 3  # gpu-01 serves two pairs, gpu-02 one
+    # Each host starts the servers of its own pairs: gpu-01 two, gpu-02 one.
+    assert sorted(" ".join(line.split()[1:6]) for line in lines if line.startswith("setsid")) == [
+        "gpu-01 -f ib_write_bw -d mlx5_1", "gpu-01 -f ib_write_bw -d mlx5_2",
+        "gpu-02 -f ib_write_bw -d mlx5_0"]
     # The host reached another way ran each phase through accept.yml, in the same order.
     assert [extravars["racklift_accept_part"] for _, extravars in plays] == [
         "clients"]  # gpu-03 serves nothing: only its client runs there
@@ -149,3 +153,28 @@ def test_how_hosts_are_reached_is_asked_once_for_a_batch_while_its_extra_vars_st
     # New extra vars (the image stage pinned new host keys): asked again.
     assert reached.get(["gpu-01"], None, {"a": 2})["gpu-01"]["pinned"] == {"a": 2}
     assert asked[-1] == ["gpu-01"]
+
+
+def test_a_test_past_its_timeout_fails_alone_and_the_hosts_next_test_still_runs(
+        log, tmp_path, monkeypatch):
+    (tmp_path / "bin" / "dcgmi").write_text("#!/bin/sh\nexec sleep 30\n")
+    monkeypatch.setitem(accept_run.DCGM_TIMEOUT, 1, 0.5)
+    run = runner(monkeypatch, {"gpu-01": {"ssh": TRANSPORT_STAND_IN}}, [])
+    captured, failed = run.local({"gpu-01": {DCGM_TASK: dcgm_argv(1), NCCL_TASK: nccl_argv(8)}})
+    assert captured["gpu-01"][DCGM_TASK]["failed"] is True
+    assert "no answer within" in captured["gpu-01"][DCGM_TASK]["msg"]
+    assert captured["gpu-01"][NCCL_TASK]["stdout"].startswith("all_reduce_perf")
+    assert failed == {}
+    assert accept_run.DCGM_TIMEOUT[1] < accept_run.NCCL_TIMEOUT  # all-reduce's own, not DCGM's
+
+
+def test_an_unreachable_client_host_gives_its_pairs_no_result(log, monkeypatch):
+    down = ["sh", "-c", "echo 'connect to host 10.9.9.9 port 22: No route' >&2; exit 255",
+            "ssh"]
+    run = runner(monkeypatch, {"gpu-01": {"ssh": down}, "gpu-02": {"ssh": TRANSPORT_STAND_IN}},
+                 [])
+    pairs = [pair(0, "gpu-01", "gpu-02"), pair(1, "gpu-01", "gpu-02"), pair(2, "gpu-02", "gpu-01")]
+    got = run.rdma_round(pairs)
+    assert got[0]["failed"] is True and "No route" in got[0]["msg"]
+    assert got[1] is None  # never tried: its host could not be reached
+    assert got[2]["stdout"].startswith("ib_write_bw")

@@ -8,8 +8,7 @@ would print there, after the real tools' time (`nvidia-smi -q -x` 6 s; --latency
 once), and the acceptance tests' tools in their real formats (DCGM level 2 its two minutes,
 ib_write_bw its 5 s a pair). So the two cores are the controller's: what this measures is
 racklift, NetBox and Ansible. The image stage is not simulated yet (imaging goes through the
-lab's VMs); configure runs its Ansible job per rack and connects to no host (simulated hosts
-get no roles).
+lab's VMs); configure runs no Ansible job (simulated hosts get no roles).
 
 Per size: wall time, each stage's time per host, hosts per hour, the controller's CPU per host
 (this process and everything it ran: ansible-playbook, ssh clients), NetBox's API requests per

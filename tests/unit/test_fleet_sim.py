@@ -179,7 +179,7 @@ def _tools_fleet(faults: dict[str, list[str]]) -> tuple[dict[str, server.Host], 
 
 def _run(hosts: dict[str, server.Host], servers: tools.Servers, address: str, words: list[str],
          stdin: str = "") -> tools.Answer:
-    return tools.answer(address, words, stdin.encode(), hosts[address].profile(),
+    return tools.answer(address, words, stdin.encode(),
                         lambda at: hosts[at].profile() if at in hosts else None, servers,
                         REALISTIC)
 

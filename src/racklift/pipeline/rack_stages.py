@@ -51,7 +51,8 @@ class RackBatch:
     # Every Ansible job of the rack gets these; a stage may change them for the stages after it.
     extravars: Mapping[str, Any]
     record: RackRecord = field(init=False)
-    # How its hosts are reached, asked once for verify and acceptance.
+    # How its hosts are reached (and their roles), asked once for configure, verify and
+    # acceptance.
     reached: Reached = field(default_factory=Reached)
 
     def __post_init__(self) -> None:

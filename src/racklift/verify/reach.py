@@ -107,9 +107,9 @@ def reach(names: list[str], settings: NetBoxSettings,
 
 
 class Reached:
-    """Each host's entry asked of Ansible once for the stages of one batch that reach its hosts
-    (verify collects, acceptance tests): an Ansible-environment process and an inventory read
-    of NetBox each time it is not. Asked again when the extra vars change (the image stage
+    """Each host's entry asked of Ansible once for the stages of one batch (configure reads the
+    roles, verify collects, acceptance tests): an Ansible-environment process and an inventory
+    read of NetBox each time it is not. Asked again when the extra vars change (the image stage
     pins each imaged host's new key)."""
 
     def __init__(self) -> None:

@@ -86,13 +86,6 @@ INBOX_RDMA = "44.0-2"  # Debian 12's rdma-core (roles/ofed/vars/Debian-12.yml)
 # beside their metapackages, at the vendor's own numbering.
 OFED_STANDINS = REPO_ROOT / "roles" / "ofed" / "molecule" / "default" / "standin-packages.yml"
 
-
-@functools.cache
-def _vendor_rdma() -> dict[str, str]:
-    metapackages = {"doca-ofed", "mlnx-ofed-basic", "mlnx-ofed-all"}
-    return {p["name"]: str(p["version"])
-            for p in yaml.safe_load(OFED_STANDINS.read_text())["packages"]
-            if p["name"] not in metapackages}
 HELD, INSTALLED = "hi ", "ii "  # dpkg's status: the roles hold what they pin
 
 # What lldpd 1.0.16 prints (lldpctl -f json) for one neighbour: the shape of the lab capture
@@ -282,6 +275,14 @@ def _packages(state: desired.DesiredState) -> str:
     rows = {**{p: (v, INSTALLED) for p, v in (BASE_PACKAGES | parts).items()},
             **{p: (v, HELD) for p, v in held.items()}}
     return "".join(f"{p}\t{v}\t{status}\n" for p, (v, status) in sorted(rows.items()))
+
+
+@functools.cache
+def _vendor_rdma() -> dict[str, str]:
+    metapackages = {"doca-ofed", "mlnx-ofed-basic", "mlnx-ofed-all"}
+    return {p["name"]: str(p["version"])
+            for p in yaml.safe_load(OFED_STANDINS.read_text())["packages"]
+            if p["name"] not in metapackages}
 
 
 def _driver_version(driver: desired.NvidiaDriver) -> str:

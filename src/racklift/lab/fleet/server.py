@@ -163,7 +163,7 @@ async def _serve_one(hosts: Mapping[str, Host], servers: tools.Servers,
         words = shlex.split(process.command or "")
     except ValueError:
         words = []
-    got = tools.answer(address, words, stdin, host.profile(),
+    got = tools.answer(address, words, stdin,
                        lambda at: hosts[at].profile() if at in hosts else None, servers, latency)
     await asyncio.sleep(got.seconds)
     process.stdout.write(got.stdout.encode())

@@ -24,6 +24,7 @@ from racklift.lab.hwemu.perftest import DEFAULT_PORT, client_of
 
 START = ("setsid", "-f", "ib_write_bw")  # a server's start, as the stage's script words it
 NOT_FOUND = 127
+TOOLS = ("dcgmi", "all_reduce_perf", "ib_write_bw")  # what a simulated host has of them
 
 
 @dataclass(frozen=True)
@@ -71,28 +72,28 @@ def _script(address: str, script: str, servers: Servers) -> Answer:
     return Answer(0)
 
 
-def answer(address: str, words: list[str], stdin: bytes, profile: hwemu.Profile,
+def answer(address: str, words: list[str], stdin: bytes,
            profile_at: Callable[[str], hwemu.Profile | None], servers: Servers,
            latency: Mapping[str, float]) -> Answer:
     """What the host at `address` prints for the command `words` (the collector's is not
-    here), and how long it takes."""
+    here), and how long it takes. `profile_at`: a simulated host's emulated hardware, made
+    only for a tool that reads it."""
     if words == ["sh", "-s"]:
         return _script(address, stdin.decode(errors="replace"), servers)
     tool, args = (words[0], words[1:]) if words else ("", [])
+    profile = profile_at(address) if tool in TOOLS else None
+    if profile is None:
+        return Answer(NOT_FOUND, stderr=f"sh: 1: {tool}: not found\n")
     seconds = delay(latency, tool, args)
     try:
         if tool == "dcgmi":
             return Answer(0, dcgmi(profile, args), seconds=seconds)
         if tool == "all_reduce_perf":
             return Answer(0, all_reduce_perf(profile, args), seconds=seconds)
-        if tool == "ib_write_bw":
-            server = args[-1] if args else ""
-            at = servers.listening.pop((server, _port_of(args)), None)
-            peer = profile_at(at[0]) if at else None
-            out = client_of(profile, args, peer, at[1] if at else [])
-            if latency and "-D" in args:
-                seconds = float(args[args.index("-D") + 1])
-            return Answer(0, out, seconds=seconds)
+        at = servers.listening.pop((args[-1] if args else "", _port_of(args)), None)
+        out = client_of(profile, args, profile_at(at[0]) if at else None, at[1] if at else [])
+        if latency and "-D" in args:
+            seconds = float(args[args.index("-D") + 1])
+        return Answer(0, out, seconds=seconds)  # ib_write_bw
     except ToolExit as exc:
         return Answer(exc.code, exc.stdout, exc.stderr, seconds)
-    return Answer(NOT_FOUND, stderr=f"sh: 1: {tool}: not found\n")

@@ -1,14 +1,18 @@
-"""A fleet through one controller: `provision --no-image` of 64, 512 and 4,096 simulated hosts
+"""A fleet through one controller: `provision` of 64, 512 and 4,096 simulated hosts
 (racklift.lab.fleet: 8 GPUs and 8 HCAs each, cabled to their rack's leaf and their rail group's
-InfiniBand leaves, over several sites) from `planned` to `active`, a few percent of them faulty.
+InfiniBand leaves, over several sites) from `planned` to `active`, a few percent of them faulty;
+`--no-image` unless `--image`.
 
 The hosts cost the machine almost nothing of their own: one process answers SSH for all of them
 from the fleet's namespace, each at its own address, with the document racklift's collector
 would print there, after the real tools' time (`nvidia-smi -q -x` 6 s; --latency none: at
 once), and the acceptance tests' tools in their real formats (DCGM level 2 its two minutes,
 ib_write_bw its 5 s a pair). So the two cores are the controller's: what this measures is
-racklift, NetBox and Ansible. The image stage is not simulated yet (imaging goes through the
-lab's VMs); configure runs no Ansible job (simulated hosts get no roles).
+racklift, NetBox and Ansible. With `--image` each site has a real boot server (a lab container
+the image stage sets up), and each host's firmware, iPXE and deploy ramdisk are simulated on
+the wire against it (DHCP, the scripts, the deploy data and report; the image's time on a link
+of `--link-gbps`), after a POST of `--post` seconds at each boot. Configure runs no Ansible job
+(simulated hosts get no roles).
 
 Per size: wall time, each stage's time per host, hosts per hour, the controller's CPU per host
 (this process and everything it ran: ansible-playbook, ssh clients), NetBox's API requests per
@@ -22,6 +26,7 @@ then 4 racks at once (the old P4's runs) and prints their ratio.
 
 Usage: .venv/bin/python benchmarks/fleet.py [--sizes 64,512,4096] [--latency realistic]
        [--parallel-racks 16] [--racks-per-site 8] [--verify-after] [--compare-racks]
+       [--image [--post 120] [--link-gbps 25]]
 The last line reads `fleet N simulated hosts: planned to active X s, controller CPU Y s/host,
 NetBox Z requests/host` (with --compare-racks: `provision 4 racks: racklift X s, one rack Y s,
 ratio Z (simulated hosts)`).
@@ -38,6 +43,7 @@ import time
 from collections import Counter
 from contextlib import suppress
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from common import cpu_seconds, load, machine
@@ -49,6 +55,8 @@ from racklift.lab.hwemu.latency import REALISTIC
 from racklift.lab.sources import use_lab_inventory
 from racklift.netbox.client import NetBox, NetBoxSettings
 from racklift.netbox.selection import Selection
+from racklift.pipeline.image_plan import ImagingOptions
+from racklift.pipeline.image_stage import image_hosts
 from racklift.pipeline.outcome import JOINED
 from racklift.pipeline.plan import Options
 from racklift.pipeline.progress import QUIET, Progress
@@ -74,11 +82,21 @@ FAULTS = {
     "rail-slow": "accept.rdma[mlx5_3]",
     "nvlink-slow": "accept.nccl.busbw",
 }
+# With --image, refused when imaged: these three, and the BMC faults (the image stage reads
+# the firmware and BIOS before anything is served); a host that stops answering SSH is refused
+# when its deployed OS does not answer.
+IMAGE_FAULTS = {
+    "deploy-disk-missing": "reported failure in phase disk",
+    "disk-boot-old": "the SSH host key it presents is not the one racklift gave it",
+    "provisioning-mac-wrong": "no DHCP request from",
+}
+IMAGED_REFUSALS = {**FAULTS, **IMAGE_FAULTS, "unreachable": "after the deploy, SSH",
+                   "bmc-unreachable": "reading its firmware and BIOS"}
 SITES = {64: 2, 512: 4, 4096: 8}
 
 
-def faults_for(fleet: FleetPlan) -> dict[str, list[str]]:
-    kinds = list(FAULTS)
+def faults_for(fleet: FleetPlan, imaged: bool = False) -> dict[str, list[str]]:
+    kinds = list(FAULTS) + (list(IMAGE_FAULTS) if imaged else [])
     chosen = fleet.hosts[FAULT_EVERY // 2::FAULT_EVERY]
     return {h.name: [kinds[i % len(kinds)]] for i, h in enumerate(chosen)}
 
@@ -157,15 +175,28 @@ class Measured:
     wrong: list[str]
 
 
+@dataclass(frozen=True)
+class Imaging:
+    """--image: each site's boot server, a POST of `post` seconds at each boot, a link of
+    `link_gbps`."""
+
+    post: float
+    link_gbps: float
+
+
 def one_size(hosts: int, latency: str, parallel: int, per_site: int,
-             verify_after: bool = False) -> Measured:
+             verify_after: bool = False, imaging: Imaging | None = None) -> Measured:
     print(f"{hosts} hosts: an empty NetBox ...", flush=True)
     netbox_server.switch_data(INSTANCE, None)
     netbox = NetBox.connect(NetBoxSettings(INSTANCE.url, INSTANCE.token))
     sites = SITES.get(hosts, max(1, hosts // 512))
     fleet = server.Spec(hosts, sites).fleet()
-    spec = server.Spec(hosts, sites, faults=faults_for(fleet),
-                       latency=REALISTIC if latency == "realistic" else {})
+    spec = server.Spec(hosts, sites, faults=faults_for(fleet, imaging is not None),
+                       latency=REALISTIC if latency == "realistic" else {},
+                       boot_servers=imaging is not None,
+                       post_seconds=imaging.post if imaging else 0.0,
+                       link_gbps=imaging.link_gbps if imaging else 10.0)
+    refusals = IMAGED_REFUSALS if imaging else FAULTS
     started = time.monotonic()
     lifecycle.up(netbox, spec, INSTANCE)
     print(f"  seeded and served in {time.monotonic() - started:.0f} s ({load()})", flush=True)
@@ -178,8 +209,10 @@ def one_size(hosts: int, latency: str, parallel: int, per_site: int,
         os.environ["RACKLIFT_RUNS"] = runs
         result = run(netbox, Selection(sites=tuple(s.site for s in fleet.sites),
                                        roles=("gpu-server",)),
-                     Options(image=False, limits=Limits(total=parallel, per_site=per_site)),
-                     progress=Progress(lines.append, QUIET))
+                     Options(image=imaging is not None,
+                             limits=Limits(total=parallel, per_site=per_site)),
+                     progress=Progress(lines.append, QUIET),
+                     image=partial(image_hosts, options=ImagingOptions()) if imaging else None)
     cpu, netbox_used = cpu_seconds() - cpu, netbox_cpu() - netbox_before
     requests = requests_since(offset)
     server_cpu = process_cpu(pid) - server_before
@@ -193,7 +226,7 @@ def one_size(hosts: int, latency: str, parallel: int, per_site: int,
         kinds = spec.faults.get(h.name)
         if kinds is None and h.result != JOINED:
             wrong.append(f"{h.name} (healthy) {h.result}: {h.error}")
-        elif kinds and (h.result == JOINED or FAULTS[kinds[0]] not in (h.error or "")):
+        elif kinds and (h.result == JOINED or refusals[kinds[0]] not in (h.error or "")):
             wrong.append(f"{h.name} ({kinds[0]}) {h.result}: {h.error}")
     lifecycle.down()
     peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
@@ -230,17 +263,27 @@ def main() -> None:
                         help="then verify each size's hosts in one batch (the old P2's run)")
     parser.add_argument("--compare-racks", action="store_true",
                         help="one rack of 8, then 4 racks at once (the old P4's runs)")
+    parser.add_argument("--image", action="store_true",
+                        help="image the hosts first, through a real boot server per site")
+    parser.add_argument("--post", type=float, default=0.0,
+                        help="with --image: seconds from power-on to the network boot, at "
+                             "every boot (real HGX servers: 2-5 minutes)")
+    parser.add_argument("--link-gbps", type=float, default=25.0,
+                        help="with --image: the provisioning link's rate")
     args = parser.parse_args()
+    imaging = Imaging(args.post, args.link_gbps) if args.image else None
     if args.compare_racks:
         args.sizes, args.parallel_racks, args.racks_per_site = "8,32", 4, 4
     use_lab_inventory()
     netbox_server.up(INSTANCE)
     print(f"machine: {machine()}; {load()}; tool latency: {args.latency}; racks at once "
-          f"{args.parallel_racks} ({args.racks_per_site} per site)", flush=True)
+          f"{args.parallel_racks} ({args.racks_per_site} per site); "
+          + (f"imaged: POST {args.post:.0f} s, link {args.link_gbps:g} Gb/s" if imaging
+             else "not imaged"), flush=True)
     measured = []
     for size in (int(s) for s in args.sizes.split(",")):
         measured.append(one_size(size, args.latency, args.parallel_racks, args.racks_per_site,
-                                 args.verify_after))
+                                 args.verify_after, imaging))
         report(measured[-1])
     if args.compare_racks:
         one, four = measured

@@ -4,7 +4,9 @@ real test NetBox, real Ansible (configure: no roles, no connection) and racklift
 collector and acceptance tests over OpenSSH, and the faulty ones are refused on their own check
 (the slow rail blamed on its own host, not on the partners it was paired with). Two controllers,
 each a `racklift provision` process of its own, take one site each at the same time against
-the one NetBox."""
+the one NetBox. The second site's hosts are imaged first, through the site's real boot server
+(a lab container the image stage sets up: dnsmasq, nginx, the deploy API): each host's DHCP,
+iPXE scripts, deploy data and report on the wire, and its deployed OS's host key checked."""
 
 from __future__ import annotations
 
@@ -30,15 +32,20 @@ FAULTS = {
     "sim-00017": ["unreachable"],
     "sim-00021": ["bmc-firmware-old"],
     "sim-00026": ["bios-setting-off"],
+    "sim-00030": ["bmc-unreachable"],
     "sim-00034": ["garbage"],
-    "sim-00036": ["bmc-unreachable"],
     "sim-00039": ["wrong-system-serial"],
+    # Refused when imaged (the second site's hosts are):
+    "sim-00035": ["deploy-disk-missing"],
+    "sim-00038": ["disk-boot-old"],
     # Refused under load (the acceptance stage), their verify passed:
     "sim-00005": ["hbm-fail"],
     "sim-00014": ["rail-slow"],
     "sim-00037": ["nvlink-slow"],
 }
 ACCEPT_FAULTS = {"sim-00005", "sim-00014", "sim-00037"}
+IMAGE_FAULTS = {"sim-00035", "sim-00038"}
+IMAGED = "sim2"
 # What each fault's refusal says: the check, and what it found.
 REFUSED_ON = {
     "sim-00003": "kernel.gpu_errors: CRITICAL: XID 79",
@@ -48,18 +55,20 @@ REFUSED_ON = {
     "sim-00021": "firmware BMC: found 01.02.07, wanted 01.03.12",
     "sim-00026": 'BIOS attribute SMTControl: found "Disabled", wanted "Enabled"',
     "sim-00034": "the collector's output is not JSON",
-    "sim-00036": "firmware.pins: UNKNOWN: its BMC could not be read: sim-00036: BMC at "
-                 "https://10.49.0.36:443 is unreachable",
+    "sim-00030": "firmware.pins: UNKNOWN: its BMC could not be read: sim-00030: BMC at "
+                 "https://10.49.0.30:443 is unreachable",
     "sim-00039": "system.serial: expected 'SIM00000039'",
     "sim-00005": "accept.dcgm.GPU Memory: ",
     "sim-00014": "accept.rdma[mlx5_3]: ",
     "sim-00037": "accept.nccl.busbw: ",
+    "sim-00035": "the deploy ramdisk reported failure in phase disk: target disk /dev/nvme0n1",
+    "sim-00038": "the SSH host key it presents is not the one racklift gave it",
 }
 
 
 @pytest.fixture(scope="module")
 def fleet(instance, netbox):
-    spec = server.Spec(HOSTS, sites=2, faults=FAULTS)
+    spec = server.Spec(HOSTS, sites=2, faults=FAULTS, boot_servers=True)
     got = lifecycle.up(netbox, spec, instance)
     yield got
     lifecycle.down()
@@ -67,7 +76,8 @@ def fleet(instance, netbox):
 
 def provision(settings, site: str, runs) -> tuple[int, dict]:
     done = subprocess.run(
-        [str(BIN / "racklift"), "provision", "--site", site, "--no-image", "--json"],
+        [str(BIN / "racklift"), "provision", "--site", site, "--json",
+         *(() if site == IMAGED else ("--no-image",))],
         capture_output=True, text=True, timeout=600,
         env={**os.environ, "NETBOX_URL": settings.url, "NETBOX_TOKEN": settings.token,
              "RACKLIFT_RUNS": str(runs / site)})
@@ -91,7 +101,8 @@ def test_two_controllers_take_a_site_each_and_admit_exactly_the_healthy_hosts(
     assert len(results) == HOSTS
     for name, got in results.items():
         if name in FAULTS:
-            stage = "accept" if name in ACCEPT_FAULTS else "verify"
+            stage = ("accept" if name in ACCEPT_FAULTS else "image" if name in IMAGE_FAULTS
+                     else "verify")
             assert (got["result"], got["stage_reached"]) == ("failed", stage), got
             assert REFUSED_ON[name] in got["error"], got
         else:
@@ -109,6 +120,12 @@ def test_two_controllers_take_a_site_each_and_admit_exactly_the_healthy_hosts(
     recorded = {h.name: h.status for h in read_hosts(
         netbox, Selection(sites=tuple(sites), roles=("gpu-server",)))}
     assert recorded == {name: "failed" if name in FAULTS else "active" for name in results}
+    # The imaged site's hosts run the image racklift deployed, NetBox says which: all but
+    # those refused when imaged.
+    images = {d["name"]: d["custom_fields"]["racklift_image"] for d in netbox.get_all(
+        "dcim/devices", {"site": IMAGED, "role": "gpu-server"})}
+    assert {n for n, image in images.items() if image and image.startswith("debian12 ")} == {
+        n for n in images if n not in IMAGE_FAULTS}
 
 
 def test_a_command_other_than_the_collector_is_not_run(fleet):

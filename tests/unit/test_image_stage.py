@@ -8,6 +8,8 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -412,10 +414,21 @@ class _Hosts:
             "Host key verification failed.\n"))
 
 
+@contextmanager
+def _held(calls: list[tuple[str, ...]]) -> Iterator[None]:
+    """The site's boot servers, as the pipeline holds them for a rack (SiteShare)."""
+    calls.append(("hold",))
+    try:
+        yield
+    finally:
+        calls.append(("free",))
+
+
 def _install(monkeypatch, tmp_path, on_reads: int | None, install: float = 60.0,
              deployed: int = 0, planted: dict[str, host_keys.HostKey] | None = None,
-             via_ansible: frozenset[str] = frozenset()):
-    """gpu-01 installed with Debian's installer, and the next `deployed` hosts with the image."""
+             via_ansible: frozenset[str] = frozenset(), installed: bool = True):
+    """gpu-01 installed with Debian's installer (or, not `installed`, left out), and the next
+    `deployed` hosts with the image."""
     calls: list[tuple[str, ...]] = []
     ansible = _InstallAnsible(calls)
     hosts = _Hosts(ansible, planted, via_ansible)
@@ -437,7 +450,8 @@ def _install(monkeypatch, tmp_path, on_reads: int | None, install: float = 60.0,
     first, *others = _targets()
     installs = [replace(first, installer="debian-12",
                         hostvars={**first.hostvars, "racklift_installer_proxy": PROXY}),
-                *[replace(t, boot_server="boot-a") for t in others[:deployed]]]
+                *[replace(t, boot_server="boot-a") for t in others[:deployed]]][
+        0 if installed else 1:]
     monkeypatch.setattr(imaging, "_resolve", lambda run, hosts, image: (installs, SERVERS))
     monkeypatch.setattr(imaging, "_hostvars", lambda run, live, ident: (live, {}))
     recorded: list[Any] = []
@@ -446,9 +460,27 @@ def _install(monkeypatch, tmp_path, on_reads: int | None, install: float = 60.0,
     errors = imaging.image_hosts(
         SimpleNamespace(settings=None), [t.host for t in installs], tmp_path,
         Progress(lines.append), imaging.ImagingOptions(
-            image=IMAGE, timeouts=image_plan.Timeouts(install=install)))
+            image=IMAGE, timeouts=image_plan.Timeouts(install=install)),
+        boot_servers=lambda: _held(calls))
     ansible.tries = hosts.tries
     return errors, calls, ansible, recorded, lines
+
+
+def test_the_boot_servers_are_held_while_they_serve_and_free_for_the_hosts_reboots(
+        monkeypatch, tmp_path) -> None:
+    """A rack of deploys: its site's boot servers are held from the role run to the release
+    (another rack of the site waits), not while its hosts reboot and are checked over SSH
+    (up to a POST and the SSH timeout: the next rack deploys meanwhile)."""
+    errors, calls, _, recorded, _ = _install(monkeypatch, tmp_path, on_reads=2, deployed=2,
+                                              installed=False)
+    assert errors == {"gpu-02": None, "gpu-03": None}
+    assert calls.count(("hold",)) == 1
+    free = calls.index(("free",))
+    assert calls.index(("hold",)) < calls.index(("image_boot.yml", "boot-a"))
+    assert calls.index(("image_release.yml", "boot-a")) < free
+    assert free < calls.index(("image check", "gpu-02"))
+    assert free < calls.index(("image check", "gpu-03"))
+    assert len(recorded) == 2
 
 
 def test_an_installed_host_is_seen_off_then_boots_its_disk_and_shows_this_installs_nonce(
@@ -463,7 +495,8 @@ def test_an_installed_host_is_seen_off_then_boots_its_disk_and_shows_this_instal
     assert {f["dest"] for f in served["boot_server_files"]} >= {
         "installer/debian-12/linux", "installer/debian-12/initrd.gz"}
     # Off after the install, then the disk, then on: in this order, and never a power off.
-    bmc = [c[0] for c in calls if not c[0].endswith(".yml") and c[0] != "image check"]
+    bmc = [c[0] for c in calls
+           if not c[0].endswith(".yml") and c[0] not in ("image check", "hold", "free")]
     assert bmc[bmc.index("power state", bmc.index("network boot")):] == [
         "power state", "power state", "power state", "disk boot", "power on"]
     # The check went over racklift's own SSH client, not a playbook.
@@ -497,6 +530,9 @@ def test_a_rack_that_mixes_both_checks_its_deployed_hosts_before_waiting_on_inst
     assert [c for c in calls if c[0] == "image check"] == [("image check", "gpu-02"),
                                                            ("image check", "gpu-01")]
     assert calls.index(("image check", "gpu-02")) < calls.index(("power state", "gpu-01"))
+    # An install needs its boot server until its end: held till then, free for its check.
+    assert calls.index(("image_release.yml", "boot-a")) < calls.index(("free",)) < \
+        calls.index(("image check", "gpu-01"))
     assert sorted(u.fields[IMAGE_FIELD].split()[0] for u in recorded) == [
         IMAGE.name, "installer-debian-12"]
 

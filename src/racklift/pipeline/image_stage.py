@@ -60,7 +60,8 @@ writes NetBox status and journal.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -331,8 +332,12 @@ def _wait_for_ssh(run: ImageRun, targets: list[Target], pinned: Mapping[str, Any
 
 
 def image_hosts(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, progress: Progress,
-                options: ImagingOptions | None = None) -> dict[str, str | None]:
-    """Image `hosts` (the pipeline's ImageStage); host name → error, None when imaged."""
+                options: ImagingOptions | None = None, *,
+                boot_servers: Callable[[], AbstractContextManager[object]] = nullcontext,
+                ) -> dict[str, str | None]:
+    """Image `hosts` (the pipeline's ImageStage); host name → error, None when imaged.
+    `boot_servers()` is held while their boot servers serve them (steps 2 to 5 and 7: another
+    rack of the site waits for it); the reads before and the SSH checks after run without."""
     options = options or ImagingOptions()
     ident = (hosts[0].rack or "no-rack").lower() if hosts else "none"
     if options.image is None and not (diskimage.image_dir() / "image.json").exists():
@@ -351,19 +356,26 @@ def image_hosts(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, progre
         targets, servers = _resolve(run, hosts, image)
         targets, boot_ids = _hostvars(run, run.live(targets), ident)
         check_firmware(run, run.live(targets))
-        try:
-            tokens = _prepare_boot_servers(run, targets, servers, disk, ident)
-            apply_firmware(run, run.live(targets), servers)
-            _deploy(run, run.live(targets), tokens, boot_ids, ident)
-        finally:
-            # Whatever ended the stage, an error included, no host is left network-booting:
-            # the disk again, and those not deployed powered off; then, even if that failed,
-            # no boot server keeps a token of this run.
+        if not run.live(targets):
+            return run.errors
+        with boot_servers():
             try:
-                boot_disk(run, [t for t in targets if t.name in run.started
-                                 and t.name not in run.disk_boot_set], set())
+                tokens = _prepare_boot_servers(run, targets, servers, disk, ident)
+                apply_firmware(run, run.live(targets), servers)
+                checks = _deploy(run, run.live(targets), tokens, boot_ids, ident)
             finally:
-                _release(run, [t for t in targets if t.name in run.nonces], ident)
+                # Whatever ended the stage, an error included, no host is left network-booting:
+                # the disk again, and those not deployed powered off; then, even if that
+                # failed, no boot server keeps a token of this run.
+                try:
+                    boot_disk(run, [t for t in targets if t.name in run.started
+                                     and t.name not in run.disk_boot_set], set())
+                finally:
+                    _release(run, [t for t in targets if t.name in run.nonces], ident)
+        # Their boot server is done with them (the next rack's deploys may start): each host
+        # reboots into what was written and is checked over SSH.
+        for group, old_ids in checks:
+            _check(run, run.live(group), old_ids, ident)
     return run.errors
 
 
@@ -386,9 +398,9 @@ def _release(run: ImageRun, targets: list[Target], ident: str) -> None:
 
 
 def _deploy(run: ImageRun, live: list[Target], tokens: dict[str, str],
-            boot_ids: dict[str, str], ident: str) -> None:
+            boot_ids: dict[str, str], ident: str) -> list[tuple[list[Target], dict[str, set[str]]]]:
     """Power on, wait for DHCP and the deploy report (or the installer's power-off), boot the
-    disk again, check over SSH."""
+    disk again; the hosts to check over SSH then, each group with its old boot ids."""
     timeouts = run.options.timeouts
     power_on(run, live)
     powered = run.live(live)
@@ -422,15 +434,12 @@ def _deploy(run: ImageRun, live: list[Target], tokens: dict[str, str],
         old_ids[t.name] = {i for i in (boot_ids.get(t.name), ramdisk_boot_id(report)) if i}
     # Deployed hosts first: an install takes far longer, and a deployed host whose BMC keeps
     # network-booting (sushy-tools) reboots until its disk boot is set.
-    _boot_disks_and_check(run, deploys, old_ids, ident)
+    boot_disk(run, deploys, {t.name for t in run.live(deploys)})
+    if not installs:
+        return [(deploys, old_ids)]  # checked once their boot server is released
+    _check(run, run.live(deploys), old_ids, ident)  # not after the installs' hour
     wait_installs(run, run.live(installs), install_deadline)
-    _boot_disks_and_check(run, installs, {t.name: {boot_ids[t.name]} for t in installs
-                                          if t.name in boot_ids}, ident)
-
-
-def _boot_disks_and_check(run: ImageRun, targets: list[Target], old_ids: dict[str, set[str]],
-                          ident: str) -> None:
-    boot_disk(run, targets, {t.name for t in run.live(targets)})
-    _check(run, run.live(targets), old_ids, ident)
+    boot_disk(run, installs, {t.name for t in run.live(installs)})
+    return [(installs, {t.name: {boot_ids[t.name]} for t in installs if t.name in boot_ids})]
 
 

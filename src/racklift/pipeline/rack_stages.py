@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from racklift.ansible import PlaybookResult, run_playbook
 from racklift.errors import RackliftError
@@ -34,8 +35,15 @@ from racklift.verify.acceptance import asks_acceptance
 from racklift.verify.gate import gate
 from racklift.verify.reach import Reached
 
-# image(netbox, hosts, run_dir, progress) → host name → error (None: imaged)
-ImageStage = Callable[[NetBox, list[ExpectedHost], Path, Progress], Mapping[str, str | None]]
+
+class ImageStage(Protocol):
+    """The image stage (racklift.pipeline.image_stage.image_hosts): host name → error, None
+    when imaged; `boot_servers()` holds the site's boot servers while they serve the rack."""
+
+    def __call__(self, netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path,
+                 progress: Progress, *,
+                 boot_servers: Callable[[], AbstractContextManager[object]],
+                 ) -> Mapping[str, str | None]: ...
 
 
 @dataclass
@@ -80,8 +88,8 @@ def run_rack(batch: RackBatch, share: SiteShare, scheduler: Scheduler | None,
     racks share."""
     take_hosts(batch, scheduler)
     record = batch.record
-    with share.held(IMAGE, batch.rack, batch.progress, needed=bool(record.due(IMAGE))):
-        run_image(batch, image_stage)
+    run_image(batch, image_stage, lambda: share.held(IMAGE, batch.rack, batch.progress,
+                                                     needed=True))
     run_configure(batch)
     run_verify(batch)
     with share.held(ACCEPT, batch.rack, batch.progress,
@@ -110,13 +118,16 @@ def take_hosts(batch: RackBatch, scheduler: Scheduler | None) -> None:
     record.started(going)
 
 
-def run_image(batch: RackBatch, image_stage: ImageStage | None) -> None:
+def run_image(batch: RackBatch, image_stage: ImageStage | None,
+              boot_servers: Callable[[], AbstractContextManager[object]]) -> None:
+    """`boot_servers()`: the site's boot servers, held while they serve this rack's deploys."""
     entered = batch.record.enter(IMAGE)
     if not entered:
         return
     if image_stage is None:
         raise RackliftError("the image stage is not available here: pass --no-image")
-    outcome = image_stage(batch.netbox, [h.host for h in entered], batch.run_dir, batch.progress)
+    outcome = image_stage(batch.netbox, [h.host for h in entered], batch.run_dir, batch.progress,
+                          boot_servers=boot_servers)
     # The rack's later stages reach each imaged host with the host key it was given alone.
     if imaged := [h.name for h in entered if h.name in outcome and not outcome[h.name]]:
         batch.extravars = {**batch.extravars, **host_keys.extravars(batch.run_dir, imaged)}

@@ -25,11 +25,18 @@ def parse_faults(text: str) -> dict[str, list[str]]:
 
 @task(help={"hosts": "simulated hosts (default 64)", "sites": "sites they are spread over",
             "faults": "HOST=KIND[+KIND],...: hwemu's fault kinds, or unreachable, garbage",
-            "latency": "realistic (the real tools' time) or none (default)"})
-def up(c, hosts=64, sites=1, faults="", latency="none"):
+            "latency": "realistic (the real tools' time) or none (default)",
+            "boot_servers": "a real boot server per site, so `provision` images the hosts "
+                            "(their DHCP, iPXE, deploy data and report go there)",
+            "post": "seconds a host's firmware takes from power-on to its network boot "
+                    "(default 0)",
+            "link_gbps": "the provisioning link's rate: the ramdisk's and the image's time on "
+                         "it (default 10)"})
+def up(c, hosts=64, sites=1, faults="", latency="none", boot_servers=False, post=0.0,
+       link_gbps=10.0):
     """Seed N simulated hosts in the lab NetBox (planned, racks at sites sim1..) and start the
     one SSH server that answers for all of them; then `racklift provision --site sim1
-    --no-image`. Re-running converges."""
+    --no-image` (or, with --boot-servers, without --no-image). Re-running converges."""
     from racklift.lab.fleet import lifecycle, server
     from racklift.lab.hwemu.latency import REALISTIC
     if latency not in ("none", "realistic"):
@@ -37,7 +44,9 @@ def up(c, hosts=64, sites=1, faults="", latency="none"):
     with operator_errors():
         try:
             spec = server.Spec(int(hosts), int(sites), faults=parse_faults(faults),
-                               latency=REALISTIC if latency != "none" else {})
+                               latency=REALISTIC if latency != "none" else {},
+                               boot_servers=bool(boot_servers), post_seconds=float(post),
+                               link_gbps=float(link_gbps))
         except ValueError as exc:
             raise RackliftError(f"--faults: {exc}") from None
         got = lifecycle.up(lab_connect(), spec, lab_instance(),
@@ -49,7 +58,8 @@ def up(c, hosts=64, sites=1, faults="", latency="none"):
 
 @task
 def down(c):
-    """Stop the fleet's server and remove its namespace (its NetBox records stay)."""
+    """Stop the fleet's server and boot servers, remove their namespaces (the NetBox records
+    stay)."""
     from racklift.lab.fleet import lifecycle
     with operator_errors():
         lifecycle.down()

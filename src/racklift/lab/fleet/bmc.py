@@ -71,6 +71,9 @@ class SimBmc:
     boot: dict[str, str] = field(default_factory=lambda: {
         "BootSourceOverrideEnabled": "Disabled", "BootSourceOverrideTarget": "None",
         "BootSourceOverrideMode": "UEFI"})
+    # The host as a machine (racklift.lab.fleet.machine): told when the power goes off (False)
+    # or on, a restart included (True).
+    on_power: Callable[[bool], None] | None = None
 
     @property
     def bmc_version(self) -> str:
@@ -140,7 +143,10 @@ class SimBmc:
         state = "Off" if kind in ("ForceOff", "GracefulShutdown") else "On"
 
         def done() -> None:
+            acts = kind != "On" or self.power_state != "On"  # On when on does nothing
             self.power_state = state
+            if acts and self.on_power is not None:
+                self.on_power(state == "On")
         later(self.power_seconds, done)
         return True
 

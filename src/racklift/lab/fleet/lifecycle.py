@@ -1,6 +1,7 @@
-"""The simulated fleet as one thing (lab only): its NetBox records, its namespace and the
-server that answers for its hosts. `up` converges (a re-run seeds only what is missing and
-restarts the server on the new spec); `down` stops the server and removes the namespace."""
+"""The simulated fleet as one thing (lab only): its NetBox records, its namespace, the server
+that answers for its hosts and, where the spec asks, a boot server per site. `up` converges (a
+re-run seeds only what is missing and restarts the server on the new spec); `down` stops the
+server and the boot servers and removes the namespaces."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from functools import partial
 from pathlib import Path
 
 from racklift.lab import hosts, netbox_server, seed
-from racklift.lab.fleet import network, server
+from racklift.lab.fleet import boot_servers, network, server
 from racklift.lab.fleet.plan import FleetPlan
 from racklift.lab.vrack.bmc import issue_cert, lab_password
 from racklift.lab.vrack.commands import _spawn, _terminate
@@ -109,6 +110,9 @@ def up(netbox: NetBox, spec: server.Spec, instance: netbox_server.NetBoxInstance
     fleet = spec.fleet()
     created = seed_fleet(netbox, fleet, instance, progress)
     network.up()
+    if spec.boot_servers:
+        progress("boot servers: " + ", ".join(
+            s.name for s in boot_servers.up(netbox, fleet, fleet_dir(), answers)))
     key = hosts.ssh_key()
     start(replace(spec, authorized_key=key.with_name(f"{key.name}.pub").read_text()))
     return FleetUp(fleet, created)
@@ -116,4 +120,5 @@ def up(netbox: NetBox, spec: server.Spec, instance: netbox_server.NetBoxInstance
 
 def down() -> None:
     stop()
+    boot_servers.down(fleet_dir())
     network.down()

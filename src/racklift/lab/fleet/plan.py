@@ -26,6 +26,8 @@ MAC_BASE = 0x200000  # the seed's MAC numbering from here: clear of the lab's an
 # answer yet.
 SOFTWARE: dict[str, Any] = {
     **seed.DESIRED_SOFTWARE,
+    # The disk an image stage writes (the simulated ramdisk writes none).
+    "os_disk": "/dev/nvme0n1",
     "registry_mirror": {"url": None},
     "acceptance": seed.HGX_ACCEPTANCE,
     **bmc.PINS,

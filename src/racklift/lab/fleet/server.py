@@ -6,7 +6,10 @@ after the real tools' time, and the acceptance tests' tools (racklift.lab.fleet.
 else it does not run (127), as a host without the tool.
 
 It also answers each host's BMC, at its OOB address (racklift.lab.fleet.bmc), with the lab BMC
-CA's certificate for every such address.
+CA's certificate for every such address, and the BMC's power drives the host as a machine
+(racklift.lab.fleet.machine): with `boot_servers`, a network boot goes through its site's boot
+server, and an OS a deploy wrote answers SSH at the host's address on a listener of its own,
+with the host key that deploy gave it.
 
 Faults per host: the hardware faults the lab's emulator injects (racklift.lab.hwemu), two of
 the wire's own: `unreachable` (the connection closed before the key exchange) and `garbage`
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import logging
 import random
@@ -29,18 +33,19 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import asyncssh
 
 from racklift.lab import hwemu, seed
-from racklift.lab.fleet import bmc, document, plan, tools
+from racklift.lab.fleet import bmc, document, machine, netboot, network, plan, tools
 from racklift.lab.hwemu.faults import FAULTS
 from racklift.lab.hwemu.latency import REALISTIC, delay
 
 UNREACHABLE = "unreachable"
 GARBAGE = "garbage"
 WIRE_FAULTS = frozenset({UNREACHABLE, GARBAGE})
-KINDS = WIRE_FAULTS | frozenset(FAULTS) | bmc.BMC_FAULTS
+KINDS = WIRE_FAULTS | frozenset(FAULTS) | bmc.BMC_FAULTS | machine.MACHINE_FAULTS
 # collect.py reads every tool at once, and reads NVLink's error counters twice, 5 s apart: its
 # time is its slowest command's.
 NVLINK_PAUSE = 5.0
@@ -71,6 +76,11 @@ class Spec:
     spread: float = 0.1  # of the log-normal around the median
     power_seconds: float = 0.0  # how long a BMC takes to change the power state (median)
     authorized_key: str = ""  # the controller's public key, OpenSSH's one-line form
+    # Each site has a boot server on its link (racklift.lab.fleet.boot_servers), and a network
+    # boot goes there, taking these times.
+    boot_servers: bool = False
+    post_seconds: float = 0.0
+    link_gbps: float = 10.0
 
     def __post_init__(self) -> None:
         for host, kinds in self.faults.items():
@@ -138,18 +148,24 @@ def collector_root(command: str | None) -> str | None:
 
 
 class _Server(asyncssh.SSHServer):
-    def __init__(self, hosts: Mapping[str, Host]) -> None:
-        self._hosts = hosts
+    """Answers a host's SSH while its machine is in `state` (the OS it came with on the
+    listener for every address; a deployed OS on its own)."""
+
+    def __init__(self, hosts: Mapping[str, Host], machines: Mapping[str, machine.Machine],
+                 state: str) -> None:
+        self._hosts, self._machines, self._state = hosts, machines, state
 
     def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
         address = conn.get_extra_info("sockname")[0]
         host = self._hosts.get(address)
-        if host is None or UNREACHABLE in host.faults:
+        if (host is None or UNREACHABLE in host.faults
+                or self._machines[address].state != self._state):
             conn.abort()
 
 
-async def _serve_one(hosts: Mapping[str, Host], servers: tools.Servers,
-                     latency: Mapping[str, float], process: asyncssh.SSHServerProcess) -> None:
+async def _serve_one(hosts: Mapping[str, Host], machines: Mapping[str, machine.Machine],
+                     servers: tools.Servers, latency: Mapping[str, float],
+                     process: asyncssh.SSHServerProcess) -> None:
     address = process.get_extra_info("sockname")[0]
     host = hosts[address]
     root = collector_root(process.command)
@@ -163,8 +179,9 @@ async def _serve_one(hosts: Mapping[str, Host], servers: tools.Servers,
         words = shlex.split(process.command or "")
     except ValueError:
         words = []
-    got = tools.answer(address, words, stdin,
-                       lambda at: hosts[at].profile() if at in hosts else None, servers, latency)
+    got = machines[address].answer(words, stdin) or tools.answer(
+        address, words, stdin, lambda at: hosts[at].profile() if at in hosts else None,
+        servers, latency)
     await asyncio.sleep(got.seconds)
     process.stdout.write(got.stdout.encode())
     process.stderr.write(got.stderr.encode())
@@ -179,24 +196,78 @@ class BmcSettings:
     password_file: Path
 
 
+@dataclass
+class _Listeners:
+    """The SSH listeners of deployed OSes, one per address, with its deploy's host key."""
+
+    make: Any  # (address, Deployed) → an awaitable acceptor
+    by_address: dict[str, asyncssh.SSHAcceptor] = field(default_factory=dict)
+
+    async def up(self, address: str, deployed: machine.Deployed) -> None:
+        self.down(address)
+        self.by_address[address] = await self.make(address, deployed)
+
+    def down(self, address: str) -> None:
+        if (acceptor := self.by_address.pop(address, None)) is not None:
+            acceptor.close()
+
+
+async def _links(spec: Spec, fleet: plan.FleetPlan) -> dict[str, netboot.SiteLink]:
+    """Site → its provisioning link, where the fleet has boot servers."""
+    if not spec.boot_servers:
+        return {}
+    links = {}
+    for number, site in enumerate(fleet.sites, 1):
+        links[site.site] = netboot.SiteLink(network.NET.boot_link(number))
+        await links[site.site].open()
+    return links
+
+
 async def serve(spec: Spec, host_key: Path, bmc_settings: BmcSettings, ssh_port: int = 22,
                 bmc_port: int = 443) -> None:
     fleet = spec.fleet()
     hosts = hosts_by_address(spec, fleet)
     servers = tools.Servers()
-    await asyncssh.create_server(
-        lambda: _Server(hosts), "", ssh_port, server_host_keys=[str(host_key)],
-        authorized_client_keys=asyncssh.import_authorized_keys(spec.authorized_key),
-        process_factory=lambda p: _serve_one(hosts, servers, spec.latency, p), encoding=None,
-        # Thousands of clients at once: the listen queue, not the default 100, takes them.
-        backlog=4096)
+    machines: dict[str, machine.Machine] = {}
+    authorized = asyncssh.import_authorized_keys(spec.authorized_key)
+
+    def factory(state: str) -> Any:
+        # reuse_port: a deployed OS's listener takes its address from the one for every
+        # address (the kernel prefers the listener bound to the address asked).
+        return {"server_factory": lambda: _Server(hosts, machines, state),
+                "process_factory": lambda p: _serve_one(hosts, machines, servers,
+                                                        spec.latency, p),
+                "encoding": None, "reuse_port": True}
+
+    async def deployed_listener(address: str, deployed: machine.Deployed) -> Any:
+        return await asyncssh.listen(
+            address, ssh_port, server_host_keys=[asyncssh.import_private_key(
+                base64.b64decode(deployed.host_key))],
+            authorized_client_keys=asyncssh.import_authorized_keys(
+                "\n".join(deployed.authorized_keys)), **factory(machine.DEPLOYED))
+
+    await asyncssh.listen("", ssh_port, server_host_keys=[str(host_key)],
+                          authorized_client_keys=authorized, **factory(machine.RUNNING),
+                          # Thousands of clients at once: the listen queue, not the default
+                          # 100, takes them.
+                          backlog=4096)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(bmc_settings.cert, bmc_settings.key)
     bmcs = bmc.bmcs(list(fleet.hosts), spec.faults, spec.power_seconds)
+    listeners = _Listeners(deployed_listener)
+    links = await _links(spec, fleet)
+    times = machine.BootTimes(spec.post_seconds, spec.link_gbps)
+    for site in fleet.sites:
+        for h in site.hosts:
+            oob = bmcs[h.oob_ip.split("/")[0]]
+            one = machine.Machine(h, oob, frozenset(spec.faults.get(h.name, ())),
+                                  links.get(site.site), times, listeners.up, listeners.down)
+            machines[one.address] = one
+            oob.on_power = one.power
     await bmc.serve(bmcs, context, bmc_settings.username,
                     bmc_settings.password_file.read_text().strip(), bmc_port)
-    logging.info("serving %d simulated hosts on port %d, their BMCs on %d", len(hosts),
-                 ssh_port, bmc_port)
+    logging.info("serving %d simulated hosts on port %d, their BMCs on %d%s", len(hosts),
+                 ssh_port, bmc_port, f", {len(links)} sites' boot links" if links else "")
     await asyncio.Event().wait()
 
 

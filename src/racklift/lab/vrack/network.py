@@ -82,14 +82,19 @@ def apt_proxy_conf() -> str:
 
 
 def _ensure_uplink(rack: Vrack) -> None:
-    if _process_pid(_uplink_pid_file(rack), UPLINK) is not None:
+    ensure_uplink(rack.netns, _uplink_pid_file(rack))
+
+
+def ensure_uplink(netns: str, pid_file: Path) -> None:
+    """The uplink proxy listening in `netns` (the simulated fleet's too), unless it runs."""
+    if _process_pid(pid_file, UPLINK) is not None:
         return
     mirror = urllib.parse.urlsplit(podman.DEBIAN_MIRROR).hostname or "deb.debian.org"
-    _spawn(f"uplink proxy in {rack.netns}",
-           [sys.executable, "-m", "racklift.lab.vrack_uplink", "--netns", rack.netns,
-            "--port", str(vrack_uplink.PORT), "--allow", mirror], _uplink_pid_file(rack),
-           lambda: _in_ns(rack, "nc", "-z", "127.0.0.1", str(vrack_uplink.PORT),
-                          check=False).returncode == 0)
+    _spawn(f"uplink proxy in {netns}",
+           [sys.executable, "-m", "racklift.lab.vrack_uplink", "--netns", netns,
+            "--port", str(vrack_uplink.PORT), "--allow", mirror], pid_file,
+           lambda: _run("ip", "netns", "exec", netns, "nc", "-z", "127.0.0.1",
+                        str(vrack_uplink.PORT), check=False).returncode == 0)
 
 
 # Stand-in vendor repositories, served inside the namespace

@@ -26,7 +26,7 @@ from racklift.netbox.expected import CONTEXT_KEY, GPU_ROLE
 VM_IB_PORTS = seed.IB_PORTS[:VM_GPUS]
 
 
-def _ensure_types(netbox: NetBox) -> dict[str, int]:
+def ensure_types(netbox: NetBox) -> dict[str, int]:
     maker, _ = netbox.get_or_create("dcim/manufacturers", {"slug": "qemu"}, {"name": "QEMU"})
     ids = {}
     for slug, interfaces in (
@@ -145,7 +145,7 @@ def register(netbox: NetBox, rack: Vrack, vms: tuple[VmPlan, ...]) -> dict[str, 
     nb_rack, _ = netbox.get_or_create("dcim/racks", {"site_id": site["id"], "name": rack.rack},
                                       {"site": site["id"], "name": rack.rack, "status": "active",
                                        "tags": [{"slug": tags.LAB}]})
-    types = _ensure_types(netbox)
+    types = ensure_types(netbox)
     _drop_stale_vms(netbox, vms)
     _stand_in_for_gpu_servers(netbox, rack, types[VM_TYPE])
     common = {"site": site["id"], "rack": nb_rack["id"]}
@@ -167,12 +167,13 @@ def register(netbox: NetBox, rack: Vrack, vms: tuple[VmPlan, ...]) -> dict[str, 
     seed._assign_ips(netbox, plan_, vm_ids)
     switches, _ = seed.ensure_switches(netbox, plan_, site["id"], {rack.rack: nb_rack["id"]})
     seed.cable(netbox, plan_, vm_ids, switches)
-    _ensure_boot_server_ip(netbox, rack, devices[rack.boot_server])
+    assign_primary_ip(netbox, devices[rack.boot_server], f"{rack.gateway}/{rack.subnet.prefixlen}")
     return devices
 
 
-def _ensure_boot_server_ip(netbox: NetBox, rack: Vrack, device_id: int) -> None:
-    address = f"{rack.gateway}/{rack.subnet.prefixlen}"
+def assign_primary_ip(netbox: NetBox, device_id: int, address: str) -> None:
+    """`address` on a lab device's provisioning interface, as its primary IP (a boot
+    server's: the virtual rack's, the simulated fleet's)."""
     iface = netbox.get_all("dcim/interfaces", {"device_id": device_id,
                                                "name": seed.PROVISIONING})[0]
     ip, _ = netbox.get_or_create(

@@ -1,7 +1,7 @@
 """provision, reimage and accept, end to end: select hosts in NetBox, plan each one's stages,
 lock them, then per rack (racklift.pipeline.rack_stages): (drain, offline,) image, configure,
 verify + health, accept, join. Racks run at once within the run's limits
-(racklift.pipeline.racks); a site's boot server images one rack at a time
+(racklift.pipeline.racks); a site's boot server serves one rack's deploys at a time
 (racklift.pipeline.site_share). One host's failure never stops the others, nor one rack's another;
 NetBox records every transition; nothing is admitted without a passing verify and, where its
 context asks for them, passing acceptance tests; a re-run resumes where each host stopped."""

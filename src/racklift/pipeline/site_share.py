@@ -1,5 +1,6 @@
 """What the racks of one site share, held by one rack at a time: the site's boot servers while
-a rack images (their DHCP configuration lists the hosts being deployed) and, with
+they serve a rack's deploys (their DHCP configuration lists the hosts being deployed; the image
+stage holds them from its role run to the release) and, with
 --pair-with-active, its active hosts as RDMA partners while a rack runs acceptance tests."""
 
 from __future__ import annotations

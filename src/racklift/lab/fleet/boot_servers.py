@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from racklift import podman
-from racklift.lab import hosts, images, tags, vrack_uplink
+from racklift.lab import tags, vrack_uplink
 from racklift.lab.fleet import network
 from racklift.lab.fleet.plan import FleetPlan
 from racklift.lab.vrack import records
 from racklift.lab.vrack.commands import _terminate, _wait
 from racklift.lab.vrack.layout import BOOT_SERVER_TYPE, ROLE_BOOT_SERVER
 from racklift.lab.vrack.network import UPLINK, ensure_uplink
+from racklift.lab.vrack.services import run_boot_server
 from racklift.netbox.client import NetBox
 
 LABEL = "racklift.fleet"  # =boot on the fleet's boot server containers
@@ -61,17 +62,8 @@ def _ensure_container(server: BootServer, have: list[str], directory: Path) -> N
     else:
         apt_conf = directory / "apt-uplink.conf"
         apt_conf.write_text(_apt_conf())
-        podman.podman(
-            "run", "-d", "--name", server.name, "--hostname", server.name, "--systemd=always",
-            "--label", f"{LABEL}=boot",
-            "--network", f"ns:/run/netns/{network.NET.boot_netns(server.number)}",
-            # dnsmasq answers DHCP on the site's link.
-            "--cap-add", "NET_ADMIN", "--cap-add", "NET_RAW",
-            "--mount", f"type=bind,src={hosts.ssh_key()}.pub,dst=/root/.ssh/authorized_keys,"
-                       "ro=true",
-            "--mount", f"type=bind,src={apt_conf},dst=/etc/apt/apt.conf.d/01racklift-uplink,"
-                       "ro=true",
-            "--memory", "512m", images.host_image())
+        run_boot_server(server.name, Path("/run/netns") / network.NET.boot_netns(server.number),
+                        [f"{LABEL}=boot"], apt_conf)
 
 
 def up(netbox: NetBox, fleet: FleetPlan, directory: Path,

@@ -109,6 +109,23 @@ def ssh_answers(rack: Vrack, address: str) -> bool:
     return result.stdout.startswith("SSH-")
 
 
+def run_boot_server(name: str, netns: Path, labels: list[str], apt_conf: Path) -> None:
+    """A lab host container (systemd, sshd with the lab's key) as a boot server in the network
+    namespace at `netns`, apt configured by `apt_conf`: the virtual rack's, the simulated
+    fleet's."""
+    podman.podman(
+        "run", "-d", "--name", name, "--hostname", name, "--systemd=always",
+        *(word for label in labels for word in ("--label", label)),
+        "--network", f"ns:{netns}",
+        # dnsmasq answers DHCP and sends router advertisements on its interface.
+        "--cap-add", "NET_ADMIN", "--cap-add", "NET_RAW",
+        "--mount", f"type=bind,src={hosts.ssh_key()}.pub,dst=/root/.ssh/authorized_keys,"
+                   "ro=true",
+        "--mount", f"type=bind,src={apt_conf},dst=/etc/apt/apt.conf.d/01racklift-uplink,"
+                   "ro=true",
+        "--memory", "512m", images.host_image())
+
+
 def _ensure_boot_server(rack: Vrack) -> bool:
     name = rack.boot_server
     if name in boot_server_containers(rack):
@@ -117,17 +134,8 @@ def _ensure_boot_server(rack: Vrack) -> bool:
     else:
         apt_conf = vrack_dir(rack) / "apt-uplink.conf"
         apt_conf.write_text(apt_proxy_conf())
-        podman.podman(
-            "run", "-d", "--name", name, "--hostname", name, "--systemd=always",
-            "--label", f"{hosts.LABEL}={rack.netns}", "--label", rack.label,
-            "--network", f"ns:{_netns_path(rack)}",
-            # dnsmasq answers DHCP and sends router advertisements on the bridge.
-            "--cap-add", "NET_ADMIN", "--cap-add", "NET_RAW",
-            "--mount", f"type=bind,src={hosts.ssh_key()}.pub,dst=/root/.ssh/authorized_keys,"
-                       "ro=true",
-            "--mount", f"type=bind,src={apt_conf},dst=/etc/apt/apt.conf.d/01racklift-uplink,"
-                       "ro=true",
-            "--memory", "512m", images.host_image())
+        run_boot_server(name, _netns_path(rack), [f"{hosts.LABEL}={rack.netns}", rack.label],
+                        apt_conf)
         created = True
     _wait(f"SSH of the boot server {name} at {rack.gateway}",
           lambda: ssh_answers(rack, str(rack.gateway)), 120, f"see `podman logs {name}`")

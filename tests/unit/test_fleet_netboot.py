@@ -6,6 +6,8 @@ real boot server (dnsmasq, nginx) runs in tests/integration/test_fleet.py."""
 from __future__ import annotations
 
 import asyncio
+import functools
+import http.server
 import json
 import socket
 import struct
@@ -19,6 +21,7 @@ from helpers import http_served, load_script
 from racklift.lab import seed
 from racklift.lab.fleet import bmc, machine, netboot, plan
 from racklift.paths import REPO_ROOT
+from racklift.pipeline import image_plan
 from racklift.pipeline.image_plan import check_error, parse_check
 
 ROLE = REPO_ROOT / "roles" / "boot_server"
@@ -170,7 +173,7 @@ def test_a_deployed_disk_boots_its_os_with_its_deploys_key_and_shows_its_deploy(
     _reset(one, "On")
     assert (one.state, calls) == (machine.DEPLOYED, [("down", one.address),
                                                      ("up", one.address, DEPLOYED)])
-    shown = one.answer(["sh", "-s"], machine.IMAGE_CHECK)
+    shown = one.answer(["sh", "-s"], machine.image_check())
     assert shown is not None and shown.rc == 0
     found = parse_check(shown.stdout)
     want = {"name": "debian12", "build_id": "ddf87a8d943772e1"}
@@ -189,7 +192,7 @@ def test_a_host_whose_firmware_boots_its_old_disk_comes_back_without_the_deploy(
 
 def test_a_host_that_was_never_deployed_shows_no_marker_and_no_nonce() -> None:
     one, _ = _machine()
-    shown = one.answer(["sh", "-s"], machine.IMAGE_CHECK)
+    shown = one.answer(["sh", "-s"], machine.image_check())
     assert shown is not None and shown.rc == 1 and shown.stdout == f"{one.boot_id}\n\n"
     assert one.answer(machine.BOOT_ID, b"") == machine.Answer(0, one.boot_id + "\n")
     assert one.answer(["true"], b"") == machine.Answer(0)
@@ -208,3 +211,129 @@ def test_the_bmc_tells_the_machine_when_its_power_acts(first: str, kind: str,
     bmc.answer(one, "POST", bmc.RESET, json.dumps({"ResetType": kind}).encode(),
                lambda delay, done: done())
     assert got == told
+
+
+# A whole network boot: the real deploy API, the role's iPXE scripts served over HTTP from a
+# directory (a stand-in for the boot server's nginx), and a stand-in for its dnsmasq that leases
+# 127.0.0.1 to the host's NetBox MAC only. With the real dnsmasq and nginx:
+# tests/integration/test_fleet.py.
+
+class _Dnsmasq:
+    def __init__(self, mac: str, boot_file: str) -> None:
+        self.mac, self.boot_file, self.asked = mac, boot_file, []
+
+    async def lease(self, mac: str, *, arch: int | None = None, user_class: bytes | None = None,
+                    tries: int = 4, wait: float = 4.0) -> netboot.DhcpReply | None:
+        self.asked.append((mac, arch, user_class))
+        if mac != self.mac:
+            return None  # dhcp-ignore=tag:!known
+        return netboot.DhcpReply(netboot.ACK, 1, "127.0.0.1",
+                                 self.boot_file if user_class == netboot.IPXE else "ipxe.efi")
+
+
+class _BootServer:
+    """What a site's boot server holds for one host being deployed, served on loopback."""
+
+    def __init__(self, root: Path, host: seed.HostPlan, url: str, api_url: str) -> None:
+        from racklift.imaging import deploy_data, host_keys
+        self.mac = host.macs[seed.PROVISIONING].lower()
+        self.token, self.nonce, self.key = (deploy_data.new_token(), deploy_data.new_nonce(),
+                                            host_keys.new_host_key())
+        artifact = deploy_data.ImageArtifact("debian12", "ddf87a8d943772e1", "0" * 64)
+        self.deploy = deploy_data.render(deploy_data.HostDeploy(
+            host=host.name, mac=self.mac, address="127.0.0.1/8", target_disk="/dev/nvme0n1",
+            authorized_keys=("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKey controller",),
+            host_key=self.key), artifact, url, self.nonce)
+        data = root / "api"
+        (data / "hosts").mkdir(parents=True)
+        (data / "hosts" / f"{host.name}.json").write_text(json.dumps(
+            deploy_data.host_record(self.token, self.deploy, "127.0.0.1")))
+        http_root = root / "http"
+        entry = {"name": host.name, "mac": self.mac, "deploy": True, "method": "image",
+                 "token": self.token}
+        for path, text in ((f"ipxe/{self.mac}.ipxe", _template("host.ipxe.j2", host=entry)),
+                           ("boot.ipxe", _template("boot.ipxe.j2")),
+                           ("ramdisk/1c882f52ba2721e2/vmlinuz", "k" * 1000),
+                           ("ramdisk/1c882f52ba2721e2/initrd.img", "i" * 1000),
+                           (artifact.url("http://x")[len("http://x/"):], "d" * 5000)):
+            (http_root / path).parent.mkdir(parents=True, exist_ok=True)
+            (http_root / path).write_text(text.replace("http://10.48.255.1:8081", api_url)
+                                          .replace("http://10.48.255.1", url))
+        self.data, self.http_root = data, http_root
+
+
+def _network_boot(tmp_path: Path, faults: frozenset[str] = frozenset(), boots: int = 1,
+                  ) -> tuple[machine.Machine, _BootServer, _Dnsmasq, list[Any]]:
+    """The host powered on to boot from the network `boots` times (a real BMC's Once each
+    time), each boot run to its end."""
+    host = plan.plan(8).hosts[0]
+    (tmp_path / "api").mkdir()
+    (tmp_path / "http").mkdir()
+    nginx = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(
+        http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "http")))
+    with http_served(nginx) as url, \
+            http_served(api.make_server(("127.0.0.1", 0), tmp_path / "api")) as api_url:
+        server = _BootServer(tmp_path, host, url, api_url)
+        dnsmasq = _Dnsmasq(server.mac, f"{url}/boot.ipxe")
+        calls: list[Any] = []
+
+        async def up(address: str, deployed: machine.Deployed) -> None:
+            calls.append(("up", deployed))
+        sim = bmc.bmcs([host], {}, 0.0)[host.oob_ip.split("/")[0]]
+        one = machine.Machine(host, sim, faults, dnsmasq, machine.BootTimes(), up,
+                              lambda address: calls.append(("down",)))
+        sim.on_power = one.power
+        for _ in range(boots):
+            sim.boot.update(BootSourceOverrideTarget="Pxe", BootSourceOverrideEnabled="Once")
+            _reset(one, "ForceRestart")
+    return one, server, dnsmasq, calls
+
+
+def _report(server: _BootServer) -> dict[str, Any]:
+    return json.loads((server.data / "reports" / f"{plan.plan(8).hosts[0].name}.json")
+                      .read_text())
+
+
+def test_a_network_boot_deploys_reports_and_boots_the_deployed_os(tmp_path: Path) -> None:
+    one, server, dnsmasq, calls = _network_boot(tmp_path)
+    # The firmware's DHCP, iPXE's (its user class), the ramdisk's: all from its NetBox MAC.
+    assert dnsmasq.asked == [(server.mac, netboot.EFI_X64, None),
+                             (server.mac, netboot.EFI_X64, netboot.IPXE), (server.mac, None, None)]
+    report = _report(server)
+    assert (report["result"], report["phase"]) == ("success", "done")
+    ramdisk_id = image_plan.ramdisk_boot_id(report)
+    assert ramdisk_id and ramdisk_id != one.boot_id  # the deployed OS booted after it
+    assert one.state == machine.DEPLOYED and calls[-1][0] == "up"
+    deployed = calls[-1][1]
+    assert (deployed.nonce, deployed.host_key) == (
+        server.nonce, server.deploy["ssh_host_ed25519_key"])
+    assert deployed.authorized_keys == tuple(server.deploy["authorized_keys"])
+    found = parse_check(one.answer(["sh", "-s"], machine.image_check()).stdout)
+    assert check_error("sim-00001", {"name": "debian12", "build_id": "ddf87a8d943772e1"},
+                       server.nonce, found, {ramdisk_id}) is None
+
+
+def test_a_ramdisk_without_its_disk_reports_so_and_stops(tmp_path: Path) -> None:
+    one, server, _, calls = _network_boot(tmp_path, frozenset({machine.DISK_MISSING}))
+    report = _report(server)
+    assert (report["result"], report["phase"]) == ("failure", "disk")
+    assert "/dev/nvme0n1" in report["reason"]
+    assert one.state == machine.DOWN and one.deployed is None
+    assert [c for c in calls if c[0] == "up"] == []
+
+
+def test_a_nic_whose_mac_is_not_netboxs_gets_nothing_and_boots_its_old_disk(
+        tmp_path: Path) -> None:
+    one, server, dnsmasq, calls = _network_boot(tmp_path, frozenset({machine.MAC_WRONG}))
+    assert [mac for mac, _, _ in dnsmasq.asked] == ["02:00:5e:00:00:01"]
+    assert not (server.data / "reports").exists()
+    assert one.state == machine.RUNNING and [c for c in calls if c[0] == "up"] == []
+
+
+def test_a_second_network_boot_with_a_spent_token_reboots_into_the_deployed_disk(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(machine, "REUSED_TOKEN_PAUSE", 0.0)
+    one, server, dnsmasq, calls = _network_boot(tmp_path, boots=2)
+    assert _report(server)["result"] == "success"  # once: the second GET was refused (410)
+    assert len(dnsmasq.asked) == 6 and one.state == machine.DEPLOYED
+    assert [c[0] for c in calls].count("up") == 2

@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import cache
 
 from racklift.ansible import script
 from racklift.imaging.diskimage import marker
@@ -35,7 +36,6 @@ MAC_WRONG = "provisioning-mac-wrong"
 DISK_MISSING = "deploy-disk-missing"
 OLD_DISK = "disk-boot-old"
 MACHINE_FAULTS = frozenset({MAC_WRONG, DISK_MISSING, OLD_DISK})
-IMAGE_CHECK = script("image_check.sh")
 BOOT_ID = ["cat", "/proc/sys/kernel/random/boot_id"]
 REUSED_TOKEN_PAUSE = 10.0  # the ramdisk's wait before rebooting when its deploy already ran
 # The ramdisk's fetch: 5 tries, 3 s apart, while the server does not answer at all (the deploy
@@ -61,6 +61,12 @@ class BootTimes:
     post: float = 0.0  # power-on → the firmware's first DHCP, and again at every reboot
     link_gbps: float = 10.0  # the provisioning link: the ramdisk's and the image's time on it
     ramdisk: float = 0.0  # the ramdisk's kernel boot → its own DHCP
+
+
+@cache
+def image_check() -> bytes:
+    """What racklift's image stage sends `sh -s` on a deployed host."""
+    return script("image_check.sh")
 
 
 def _new_boot_id() -> str:
@@ -216,7 +222,7 @@ class Machine:
             return Answer(0)
         if words == BOOT_ID:
             return Answer(0, self.boot_id + "\n")
-        if words == ["sh", "-s"] and stdin == IMAGE_CHECK:
+        if words == ["sh", "-s"] and stdin == image_check():
             if self.deployed is None:
                 return Answer(1, f"{self.boot_id}\n\n",
                               "cat: /etc/racklift/image.json: No such file or directory\n")

@@ -78,7 +78,8 @@ def provision(settings, site: str, runs) -> tuple[int, dict]:
     done = subprocess.run(
         [str(BIN / "racklift"), "provision", "--site", site, "--json",
          *(() if site == IMAGED else ("--no-image",))],
-        capture_output=True, text=True, timeout=600,
+        # The imaged site may build the disk image and ramdisk first (once per recipe).
+        capture_output=True, text=True, timeout=1200,
         env={**os.environ, "NETBOX_URL": settings.url, "NETBOX_TOKEN": settings.token,
              "RACKLIFT_RUNS": str(runs / site)})
     assert done.stdout, done.stderr[-2000:]

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from racklift import podman
-from racklift.lab import tags, vrack_uplink
+from racklift.lab import tags
 from racklift.lab.fleet import network
 from racklift.lab.fleet.plan import FleetPlan
 from racklift.lab.vrack import records
 from racklift.lab.vrack.commands import _terminate, _wait
 from racklift.lab.vrack.layout import BOOT_SERVER_TYPE, ROLE_BOOT_SERVER
-from racklift.lab.vrack.network import UPLINK, ensure_uplink
+from racklift.lab.vrack.network import UPLINK, apt_proxy_conf, ensure_uplink
 from racklift.lab.vrack.services import run_boot_server
 from racklift.netbox.client import NetBox
 
@@ -47,10 +47,6 @@ def boot_servers(fleet: FleetPlan) -> list[BootServer]:
     return [BootServer(number, site.site) for number, site in enumerate(fleet.sites, 1)]
 
 
-def _apt_conf() -> str:
-    return f'Acquire::http::Proxy "http://{network.GATEWAY}:{vrack_uplink.PORT}";\n'
-
-
 def containers() -> list[str]:
     out = podman.podman("ps", "-a", "--filter", f"label={LABEL}=boot", "--format", "json")
     return [c["Names"][0] for c in json.loads(out or "[]")]
@@ -61,7 +57,7 @@ def _ensure_container(server: BootServer, have: list[str], directory: Path) -> N
         podman.podman("start", server.name)
     else:
         apt_conf = directory / "apt-uplink.conf"
-        apt_conf.write_text(_apt_conf())
+        apt_conf.write_text(apt_proxy_conf(network.GATEWAY))
         run_boot_server(server.name, Path("/run/netns") / network.NET.boot_netns(server.number),
                         [f"{LABEL}=boot"], apt_conf)
 

@@ -74,6 +74,9 @@ def up(net: FleetNet = NET) -> None:
     if not is_up(net):
         _run("ip", "netns", "add", net.netns)
     _in_ns(net, "ip", "link", "set", "lo", "up")
+    # It forwards between this machine and the boot servers, and is their gateway.
+    _in_ns(net, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
+    _in_ns(net, "ip", "addr", "replace", f"{GATEWAY}/32", "dev", "lo")
     if _run("ip", "link", "show", net.veth, check=False).returncode != 0:
         _run("ip", "link", "add", net.veth, "type", "veth", "peer", "name", net.peer,
              "netns", net.netns)
@@ -95,9 +98,6 @@ def boot_link_up(site: int, net: FleetNet = NET) -> None:
     ns, link = net.boot_netns(site), net.boot_link(site)
     if not (Path("/run/netns") / ns).exists():
         _run("ip", "netns", "add", ns)
-    # The fleet's namespace forwards between this machine and the boot servers.
-    _in_ns(net, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
-    _in_ns(net, "ip", "addr", "replace", f"{GATEWAY}/32", "dev", "lo")
     if _run("ip", "netns", "exec", net.netns, "ip", "link", "show", link,
             check=False).returncode != 0:
         _in_ns(net, "ip", "link", "add", link, "type", "veth", "peer", "name", "eth0",

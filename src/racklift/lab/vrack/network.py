@@ -76,9 +76,9 @@ def _uplink_pid_file(rack: Vrack) -> Path:
     return vrack_dir(rack) / "uplink.pid"
 
 
-def apt_proxy_conf() -> str:
-    """apt's configuration on the boot server: the mirror through the uplink."""
-    return f'Acquire::http::Proxy "http://127.0.0.1:{vrack_uplink.PORT}";\n'
+def apt_proxy_conf(address: str = "127.0.0.1") -> str:
+    """apt's configuration on a boot server: the mirror through the uplink at `address`."""
+    return f'Acquire::http::Proxy "http://{address}:{vrack_uplink.PORT}";\n'
 
 
 def _ensure_uplink(rack: Vrack) -> None:

@@ -6,7 +6,8 @@ collector and acceptance tests over OpenSSH, and the faulty ones are refused on 
 each a `racklift provision` process of its own, take one site each at the same time against
 the one NetBox. The second site's hosts are imaged first, through the site's real boot server
 (a lab container the image stage sets up: dnsmasq, nginx, the deploy API): each host's DHCP,
-iPXE scripts, deploy data and report on the wire, and its deployed OS's host key checked."""
+iPXE scripts, deploy data and report on the wire, and its deployed OS's host key checked; its
+two racks deploy at once (the second rack's role run lists the first's hosts too)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,9 @@ from racklift.netbox.reader import Selection, read_hosts
 
 pytestmark = pytest.mark.netbox
 
-# 40 hosts of 8 to a rack: the first site takes a whole rail group (32), the second the rest.
-HOSTS = 40
+# 48 hosts of 8 to a rack: the first site takes a whole rail group (32), the second the rest
+# (two racks).
+HOSTS = 48
 FAULTS = {
     "sim-00003": ["xid-79"],
     "sim-00010": ["ib-port-down"],
@@ -83,7 +85,7 @@ def provision(settings, site: str, runs) -> tuple[int, dict]:
         env={**os.environ, "NETBOX_URL": settings.url, "NETBOX_TOKEN": settings.token,
              "RACKLIFT_RUNS": str(runs / site)})
     assert done.stdout, done.stderr[-2000:]
-    return done.returncode, json.loads(done.stdout)
+    return done.returncode, json.loads(done.stdout), done.stderr
 
 
 def test_two_controllers_take_a_site_each_and_admit_exactly_the_healthy_hosts(
@@ -94,7 +96,7 @@ def test_two_controllers_take_a_site_each_and_admit_exactly_the_healthy_hosts(
         runs = list(pool.map(lambda site: provision(settings, site, tmp_path), sites))
 
     results = {}
-    for (rc, report), site in zip(runs, sites, strict=True):
+    for (rc, report, _), site in zip(runs, sites, strict=True):
         assert rc == 1  # some hosts did not join
         assert {h["host"] for h in report["hosts"]} == {
             h.name for h in fleet.plan.sites[sites.index(site)].hosts}
@@ -127,6 +129,12 @@ def test_two_controllers_take_a_site_each_and_admit_exactly_the_healthy_hosts(
         "dcim/devices", {"site": IMAGED, "role": "gpu-server"})}
     assert {n for n, image in images.items() if image and image.startswith("debian12 ")} == {
         n for n in images if n not in IMAGE_FAULTS}
+    # Its two racks deployed at once: the boot server's second role run listed the first
+    # rack's hosts, still deploying, beside its own.
+    served = [line for line in runs[sites.index(IMAGED)][2].splitlines()
+              if "boot server sim-boot2: serving" in line]
+    assert len(served) == 2, served
+    assert served[1].endswith("serving 8 deploys (and 8 of other racks)"), served
 
 
 def test_a_command_other_than_the_collector_is_not_run(fleet):

@@ -8,8 +8,6 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -27,6 +25,7 @@ from racklift.lifecycle.state import IMAGE_FIELD
 from racklift.netbox.expected import ExpectedHost
 from racklift.pipeline import image_plan, image_power, image_run, ssh_wait
 from racklift.pipeline import image_stage as imaging
+from racklift.pipeline.boot_server_hosts import BootServerHosts
 from racklift.pipeline.progress import Progress
 from racklift.verify import direct_collect
 from redfish_trees import DELL, Tree
@@ -306,6 +305,7 @@ class _InstallAnsible:
 
     def __init__(self, calls: list[tuple[str, ...]]) -> None:
         self.served: list[dict[str, Any]] = []
+        self.hosts_only: list[bool] = []
         self.playbooks: list[str] = []
         self.calls = calls
 
@@ -317,6 +317,7 @@ class _InstallAnsible:
         captured: dict[str, dict[str, Any]] = {}
         if name == "image_boot.yml":
             self.served.append(json.loads(Path(extravars["racklift_image_vars_file"]).read_text()))
+            self.hosts_only.append(extravars["racklift_image_hosts_only"])
             on_event(HostEvent(hosts[0], "ok", imaging.FACTS_TASK))
             captured[hosts[0]] = {imaging.FACTS_TASK: {"ansible_facts": {
                 "ansible_date_time": {"epoch": "1796150722"}}}}
@@ -414,19 +415,10 @@ class _Hosts:
             "Host key verification failed.\n"))
 
 
-@contextmanager
-def _held(calls: list[tuple[str, ...]]) -> Iterator[None]:
-    """The site's boot servers, as the pipeline holds them for a rack (SiteShare)."""
-    calls.append(("hold",))
-    try:
-        yield
-    finally:
-        calls.append(("free",))
-
-
 def _install(monkeypatch, tmp_path, on_reads: int | None, install: float = 60.0,
              deployed: int = 0, planted: dict[str, host_keys.HostKey] | None = None,
-             via_ansible: frozenset[str] = frozenset(), installed: bool = True):
+             via_ansible: frozenset[str] = frozenset(), installed: bool = True,
+             listed: BootServerHosts | None = None):
     """gpu-01 installed with Debian's installer (or, not `installed`, left out), and the next
     `deployed` hosts with the image."""
     calls: list[tuple[str, ...]] = []
@@ -461,26 +453,58 @@ def _install(monkeypatch, tmp_path, on_reads: int | None, install: float = 60.0,
         SimpleNamespace(settings=None), [t.host for t in installs], tmp_path,
         Progress(lines.append), imaging.ImagingOptions(
             image=IMAGE, timeouts=image_plan.Timeouts(install=install)),
-        boot_servers=lambda: _held(calls))
+        boot_servers=listed)
     ansible.tries = hosts.tries
     return errors, calls, ansible, recorded, lines
 
 
-def test_the_boot_servers_are_held_while_they_serve_and_free_for_the_hosts_reboots(
+def test_a_racks_role_run_lists_what_other_racks_deploy_there_and_its_release_only_its_own(
         monkeypatch, tmp_path) -> None:
-    """A rack of deploys: its site's boot servers are held from the role run to the release
-    (another rack of the site waits), not while its hosts reboot and are checked over SSH
-    (up to a POST and the SSH timeout: the next rack deploys meanwhile)."""
-    errors, calls, _, recorded, _ = _install(monkeypatch, tmp_path, on_reads=2, deployed=2,
-                                              installed=False)
+    """The racks of a site deploy at once: a rack's role run on boot-a lists its own hosts and
+    the one another rack still deploys there (the role removes what it does not list); its
+    release drops its own alone; its hosts are checked over SSH after the release."""
+    listed = BootServerHosts()
+    other = {"name": "gpu-99", "mac": "02:00:00:00:00:99", "ip": "10.0.0.99", "deploy": True,
+             "method": "image"}
+    assert listed.serve("boot-a", [other], "{}", lambda entries, whole: None) is None
+    errors, calls, ansible, recorded, _ = _install(monkeypatch, tmp_path, on_reads=2, deployed=2,
+                                                   installed=False, listed=listed)
     assert errors == {"gpu-02": None, "gpu-03": None}
-    assert calls.count(("hold",)) == 1
-    free = calls.index(("free",))
-    assert calls.index(("hold",)) < calls.index(("image_boot.yml", "boot-a"))
-    assert calls.index(("image_release.yml", "boot-a")) < free
-    assert free < calls.index(("image check", "gpu-02"))
-    assert free < calls.index(("image check", "gpu-03"))
+    (served,) = ansible.served
+    assert [h["name"] for h in served["boot_server_hosts"]] == ["gpu-99", "gpu-02", "gpu-03"]
+    # Other settings (that rack's "{}"): the whole role.
+    assert ansible.hosts_only == [False]
+    assert _listed(listed) == [other]
+    release = calls.index(("image_release.yml", "boot-a"))
+    assert release < calls.index(("image check", "gpu-02"))
+    assert release < calls.index(("image check", "gpu-03"))
     assert len(recorded) == 2
+
+
+def test_a_racks_failed_role_run_leaves_its_hosts_unlisted(monkeypatch, tmp_path) -> None:
+    """A role run that fails fails this rack's hosts on boot-a, and the next rack's role run
+    there does not list them."""
+    listed = BootServerHosts()
+    failing = _InstallAnsible.__call__
+
+    def broken(self, name, hosts, *args, **kwargs):
+        result = failing(self, name, hosts, *args, **kwargs)
+        if name == "image_boot.yml":
+            return PlaybookResult(2, failed={hosts[0]: "apt: no network"})
+        return result
+
+    monkeypatch.setattr(_InstallAnsible, "__call__", broken)
+    errors, *_ = _install(monkeypatch, tmp_path, on_reads=2, deployed=2, installed=False,
+                          listed=listed)
+    assert errors == {"gpu-02": "boot server boot-a: apt: no network",
+                      "gpu-03": "boot server boot-a: apt: no network"}
+    assert _listed(listed) == []
+
+
+def _listed(listed: BootServerHosts) -> list[dict[str, Any]]:
+    seen: list[dict[str, Any]] = []
+    assert listed.serve("boot-a", [], "{}", lambda entries, whole: seen.extend(entries)) is None
+    return seen
 
 
 def test_an_installed_host_is_seen_off_then_boots_its_disk_and_shows_this_installs_nonce(
@@ -495,8 +519,7 @@ def test_an_installed_host_is_seen_off_then_boots_its_disk_and_shows_this_instal
     assert {f["dest"] for f in served["boot_server_files"]} >= {
         "installer/debian-12/linux", "installer/debian-12/initrd.gz"}
     # Off after the install, then the disk, then on: in this order, and never a power off.
-    bmc = [c[0] for c in calls
-           if not c[0].endswith(".yml") and c[0] not in ("image check", "hold", "free")]
+    bmc = [c[0] for c in calls if not c[0].endswith(".yml") and c[0] != "image check"]
     assert bmc[bmc.index("power state", bmc.index("network boot")):] == [
         "power state", "power state", "power state", "disk boot", "power on"]
     # The check went over racklift's own SSH client, not a playbook.
@@ -530,9 +553,8 @@ def test_a_rack_that_mixes_both_checks_its_deployed_hosts_before_waiting_on_inst
     assert [c for c in calls if c[0] == "image check"] == [("image check", "gpu-02"),
                                                            ("image check", "gpu-01")]
     assert calls.index(("image check", "gpu-02")) < calls.index(("power state", "gpu-01"))
-    # An install needs its boot server until its end: held till then, free for its check.
-    assert calls.index(("image_release.yml", "boot-a")) < calls.index(("free",)) < \
-        calls.index(("image check", "gpu-01"))
+    # An install needs its boot server until its end: released then, before its check.
+    assert calls.index(("image_release.yml", "boot-a")) < calls.index(("image check", "gpu-01"))
     assert sorted(u.fields[IMAGE_FIELD].split()[0] for u in recorded) == [
         IMAGE.name, "installer-debian-12"]
 

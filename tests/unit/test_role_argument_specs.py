@@ -394,6 +394,8 @@ RUNTIME = {
     ("roles/ofed/tasks/Debian.yml", "apt_vendor_packages"),
     ("roles/ofed/tasks/Debian.yml", "apt_vendor_version"),
     ("roles/ofed/tasks/Debian.yml", "apt_vendor_remove"),
+    # The scenario's own host list, changed (its inventory's, read through hostvars).
+    ("roles/boot_server/molecule/default/side_effect.yml", "boot_server_hosts"),
 }
 
 

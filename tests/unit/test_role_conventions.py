@@ -46,8 +46,11 @@ def test_os_variables_are_private_and_found_by_release_then_family(role: Path) -
         names = _load(path) or {}
         assert [n for n in names if not n.startswith(f"__{role.name}_")] == [], path.name
     if [f for f in files if f.name != "main.yml"]:
-        (task,) = [t for t in _load(role / "tasks" / "main.yml")
-                   if "ansible.builtin.include_vars" in t]
+        # In main.yml, or in a file it imports (which other entry points import too).
+        tasks = _load(role / "tasks" / "main.yml")
+        tasks += [t for i in tasks if "ansible.builtin.import_tasks" in i
+                  for t in _load(role / "tasks" / i["ansible.builtin.import_tasks"])]
+        (task,) = [t for t in tasks if "ansible.builtin.include_vars" in t]
         lookup = next(iter(task["vars"].values()))
         assert task["ansible.builtin.include_vars"].startswith(
             "{{ lookup('ansible.builtin.first_found', __")

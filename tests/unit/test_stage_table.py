@@ -35,7 +35,7 @@ GROUP_VARS = REPO_ROOT / "inventory" / "group_vars" / "all"
 # ties it to rack_stages and to the image stage's modules.
 IMAGE_MODULES = (image_stage, boot_server_waits)
 STAGE_CODE: dict[str, Any] = {
-    IMAGE: (image_stage._hostvars, image_stage._prepare_boot_servers, boot_server_waits,
+    IMAGE: (image_stage._hostvars, image_stage._serve, boot_server_waits,
             image_stage._check, image_stage._release),
     CONFIGURE: rack_stages.run_configure,
     VERIFY: (gate_module, hostvars),  # the BMCs' settings and credentials, after collecting

@@ -24,11 +24,12 @@ run they share, its errors, notes and playbook runs: racklift.pipeline.image_run
    it is powered on to deploy.
 2. A one-time token, a nonce and deploy data per host (racklift.imaging.deploy_data); the
    boot_server role on the boot server (playbooks/image_boot.yml) with only these hosts
-   deploying, the ramdisk and the image (copied when their checksum differs). An installed
-   host gets a nonce and its installer files instead (no token: the installer fetches nothing
-   secret), its mirror and proxy from the host vars racklift_installer_mirror and
-   racklift_installer_proxy, and Debian's netboot installer from the controller's
-   debian-installer-12-netboot-amd64.
+   deploying and those the run's other racks still deploy there
+   (racklift.pipeline.boot_server_hosts: a site's racks deploy at once), the ramdisk and the
+   image (copied when their checksum differs). An installed host gets a nonce and its
+   installer files instead (no token: the installer fetches nothing secret), its mirror and
+   proxy from the host vars racklift_installer_mirror and racklift_installer_proxy, and
+   Debian's netboot installer from the controller's debian-installer-12-netboot-amd64.
 3. Redfish (racklift.pipeline.image_power): one-time network boot, then power on (or force
    restart when on).
 4. On the boot server (playbooks/image_wait.yml, racklift.pipeline.boot_server_waits): the
@@ -59,10 +60,11 @@ writes NetBox status and journal.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +76,7 @@ from racklift.lifecycle.state import IMAGE_FIELD, Transition, apply
 from racklift.netbox.client import NetBox
 from racklift.netbox.desired import FIELD_PREFIX
 from racklift.netbox.expected import ExpectedHost
+from racklift.pipeline.boot_server_hosts import BootServerHosts
 from racklift.pipeline.boot_server_waits import wait_on_boot_servers
 from racklift.pipeline.image_plan import (
     BOOT_SERVER_ROLE,
@@ -204,8 +207,10 @@ def _entry(run: ImageRun, t: Target, server: BootServer) -> dict[str, Any]:
 
 
 def _prepare_boot_servers(run: ImageRun, targets: list[Target], servers: dict[str, BootServer],
-                          disk: ramdisk.Ramdisk, ident: str) -> dict[str, str]:
-    """Tokens per host deployed with an image; each boot server set up to deploy its hosts."""
+                          disk: ramdisk.Ramdisk, ident: str, listed: BootServerHosts,
+                          ) -> dict[str, str]:
+    """Tokens per host deployed with an image; each boot server set up to deploy its hosts,
+    and those of other racks still deploying there (`listed`)."""
     tokens: dict[str, str] = {}
     for name, server in sorted(servers.items()):
         mine = [t for t in run.live(targets) if t.boot_server == name]
@@ -224,28 +229,45 @@ def _prepare_boot_servers(run: ImageRun, targets: list[Target], servers: dict[st
             entries.append(entry)
         if not entries:
             continue
-        vars_file = write_secret(run.secrets / f"boot-{name}.json",
-                                  boot_vars(server, entries, _images(
-                                      [t for t in mine if not t.installer]), disk,
-                                      [*media, *firmware_files(run, mine)]))
-        run.progress.note(f"boot server {name}: serving {len(entries)} deploys")
-        received: dict[str, float] = {}
-        result = run.playbook("image_boot.yml", [name], f"image-boot-{name}-{ident}",
-                              {"racklift_image_vars_file": str(vars_file)}, (FACTS_TASK,),
-                              received=received)
-        vars_file.unlink()
-        facts = result.captured.get(name, {}).get(FACTS_TASK)
-        clock = boot_clock(facts, received[name]) if facts and name in received else None
-        if name in result.failed or name not in result.ok:
-            why = result.failed.get(name, "the playbook did not run on it")
-        elif clock is None:
-            why = "the facts Ansible gathered on it hold no time (ansible_date_time)"
-        else:
-            run.clocks[name] = clock
-            continue
-        for entry in entries:
+        settings = partial(boot_vars, server, images=_images(
+            [t for t in mine if not t.installer]), disk=disk,
+            media=[*media, *firmware_files(run, mine)])
+        why = listed.serve(
+            name, entries, json.dumps(settings([]), sort_keys=True),
+            partial(_serve, run, name, settings, len(entries), ident),
+            waiting=lambda name=name: run.progress.note(
+                f"boot server {name}: waits for another rack's role run or release there"))
+        for entry in entries if why else ():
             run.fail(entry["name"], f"boot server {name}: {why}")
     return tokens
+
+
+def _serve(run: ImageRun, name: str, settings: Callable[[list[dict[str, Any]]], dict[str, Any]],
+           count: int, ident: str, listed: list[dict[str, Any]], whole: bool) -> str | None:
+    """The role run on boot server `name` for the `listed` hosts (`count` of them this
+    rack's), `whole` or its hosts' part; its error, None when it serves them (and its clock is
+    known)."""
+    vars_file = write_secret(run.secrets / f"boot-{name}.json", settings(listed))
+    others = len(listed) - count
+    run.progress.note(f"boot server {name}: serving {count} deploys"
+                      + (f" (and {others} of other racks)" if others else "")
+                      + ("" if whole else ", the role's hosts part"))
+    received: dict[str, float] = {}
+    try:
+        result = run.playbook("image_boot.yml", [name], f"image-boot-{name}-{ident}",
+                              {"racklift_image_vars_file": str(vars_file),
+                               "racklift_image_hosts_only": not whole}, (FACTS_TASK,),
+                              received=received)
+    finally:
+        vars_file.unlink()
+    facts = result.captured.get(name, {}).get(FACTS_TASK)
+    clock = boot_clock(facts, received[name]) if facts and name in received else None
+    if name in result.failed or name not in result.ok:
+        return result.failed.get(name, "the playbook did not run on it")
+    if clock is None:
+        return "the facts Ansible gathered on it hold no time (ansible_date_time)"
+    run.clocks[name] = clock
+    return None
 
 
 def _images(targets: list[Target]) -> list[diskimage.DiskImage]:
@@ -333,12 +355,12 @@ def _wait_for_ssh(run: ImageRun, targets: list[Target], pinned: Mapping[str, Any
 
 def image_hosts(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, progress: Progress,
                 options: ImagingOptions | None = None, *,
-                boot_servers: Callable[[], AbstractContextManager[object]] = nullcontext,
-                ) -> dict[str, str | None]:
+                boot_servers: BootServerHosts | None = None) -> dict[str, str | None]:
     """Image `hosts` (the pipeline's ImageStage); host name → error, None when imaged.
-    `boot_servers()` is held while their boot servers serve them (steps 2 to 5 and 7: another
-    rack of the site waits for it); the reads before and the SSH checks after run without."""
+    `boot_servers`: what each boot server deploys for the run's other racks (a role run here
+    lists them too, so they go on deploying)."""
     options = options or ImagingOptions()
+    listed = boot_servers or BootServerHosts()
     ident = (hosts[0].rack or "no-rack").lower() if hosts else "none"
     if options.image is None and not (diskimage.image_dir() / "image.json").exists():
         # Minutes the first time on a machine, and the stage is silent meanwhile otherwise.
@@ -358,36 +380,38 @@ def image_hosts(netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path, progre
         check_firmware(run, run.live(targets))
         if not run.live(targets):
             return run.errors
-        with boot_servers():
+        try:
+            tokens = _prepare_boot_servers(run, targets, servers, disk, ident, listed)
+            apply_firmware(run, run.live(targets), servers)
+            checks = _deploy(run, run.live(targets), tokens, boot_ids, ident)
+        finally:
+            # Whatever ended the stage, an error included, no host is left network-booting:
+            # the disk again, and those not deployed powered off; then, even if that failed,
+            # no boot server keeps a token of this run.
             try:
-                tokens = _prepare_boot_servers(run, targets, servers, disk, ident)
-                apply_firmware(run, run.live(targets), servers)
-                checks = _deploy(run, run.live(targets), tokens, boot_ids, ident)
+                boot_disk(run, [t for t in targets if t.name in run.started
+                                 and t.name not in run.disk_boot_set], set())
             finally:
-                # Whatever ended the stage, an error included, no host is left network-booting:
-                # the disk again, and those not deployed powered off; then, even if that
-                # failed, no boot server keeps a token of this run.
-                try:
-                    boot_disk(run, [t for t in targets if t.name in run.started
-                                     and t.name not in run.disk_boot_set], set())
-                finally:
-                    _release(run, [t for t in targets if t.name in run.nonces], ident)
-        # Their boot server is done with them (the next rack's deploys may start): each host
-        # reboots into what was written and is checked over SSH.
+                _release(run, [t for t in targets if t.name in run.nonces], ident, listed)
+        # Their boot server is done with them: each host reboots into what was written and is
+        # checked over SSH.
         for group, old_ids in checks:
             _check(run, run.live(group), old_ids, ident)
     return run.errors
 
 
-def _release(run: ImageRun, targets: list[Target], ident: str) -> None:
+def _release(run: ImageRun, targets: list[Target], ident: str, listed: BootServerHosts) -> None:
     """Per boot server, one run of playbooks/image_release.yml: the deploy scripts and deploy
-    data of the hosts it was given removed. Where that fails, the operator is told what is
-    left (the hosts' own results stand: their tokens are bound to their addresses)."""
+    data of the hosts it was given removed, and those hosts no longer `listed` there. Where
+    that fails, the operator is told what is left (the hosts' own results stand: their tokens
+    are bound to their addresses)."""
     for server in sorted({t.boot_server for t in targets}):
         mine = [t for t in targets if t.boot_server == server]
-        result = run.playbook("image_release.yml", [server], f"image-release-{server}-{ident}",
-                              {"racklift_image_release": [{"name": t.name, "mac": t.mac}
-                                                          for t in mine]})
+        result = listed.release(server, [t.name for t in mine], lambda server=server, mine=mine:
+                                run.playbook("image_release.yml", [server],
+                                             f"image-release-{server}-{ident}",
+                                             {"racklift_image_release": [
+                                                 {"name": t.name, "mac": t.mac} for t in mine]}))
         if server in result.failed or server not in result.ok:
             run.progress.note(
                 f"boot server {server}: the deploy scripts and deploy data of "

@@ -1,10 +1,11 @@
 """provision, reimage and accept, end to end: select hosts in NetBox, plan each one's stages,
 lock them, then per rack (racklift.pipeline.rack_stages): (drain, offline,) image, configure,
 verify + health, accept, join. Racks run at once within the run's limits
-(racklift.pipeline.racks); a site's boot server serves one rack's deploys at a time
-(racklift.pipeline.site_share). One host's failure never stops the others, nor one rack's another;
-NetBox records every transition; nothing is admitted without a passing verify and, where its
-context asks for them, passing acceptance tests; a re-run resumes where each host stopped."""
+(racklift.pipeline.racks); a site's boot server serves all its racks' deploys at once
+(racklift.pipeline.boot_server_hosts). One host's failure never stops the others, nor one
+rack's another; NetBox records every transition; nothing is admitted without a passing verify
+and, where its context asks for them, passing acceptance tests; a re-run resumes where each host
+stopped."""
 
 from __future__ import annotations
 
@@ -127,7 +128,7 @@ def _batches(netbox: NetBox, mine: list[HostRun], options: Options, run_id: str,
     unfinished hosts say where they stopped, NetBox still has them staged (never active), a
     re-run resumes them; `errors` says which rack and why."""
     groups = [list(g) for _, g in groupby(sorted(mine, key=_rack_key), key=_rack_key)]
-    shares = {h.host.site: SiteShare(h.host.site) for h in mine}  # held one rack at a time
+    shares = {h.host.site: SiteShare(h.host.site) for h in mine}
 
     # Among several racks, each says when it starts and how it ended (stopped ones too).
     announce = len(groups) > 1

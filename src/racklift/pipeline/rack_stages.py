@@ -7,8 +7,7 @@ through its `RackRecord`; a host that fails a stage goes no further, the others 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +22,7 @@ from racklift.netbox.client import NetBox
 from racklift.netbox.expected import ExpectedHost
 from racklift.netbox.reader import Selection, read_hosts
 from racklift.pipeline.accept_stage import accept
+from racklift.pipeline.boot_server_hosts import BootServerHosts
 from racklift.pipeline.drain import take_out_of_service
 from racklift.pipeline.outcome import FAILED, INTERRUPTED, JOINED, STAGED, HostRun
 from racklift.pipeline.plan import ACCEPT_ONLY, REIMAGE, Options
@@ -38,11 +38,10 @@ from racklift.verify.reach import Reached
 
 class ImageStage(Protocol):
     """The image stage (racklift.pipeline.image_stage.image_hosts): host name → error, None
-    when imaged; `boot_servers()` holds the site's boot servers while they serve the rack."""
+    when imaged; `boot_servers`: what the site's boot servers deploy for its other racks."""
 
     def __call__(self, netbox: NetBox, hosts: list[ExpectedHost], run_dir: Path,
-                 progress: Progress, *,
-                 boot_servers: Callable[[], AbstractContextManager[object]],
+                 progress: Progress, *, boot_servers: BootServerHosts,
                  ) -> Mapping[str, str | None]: ...
 
 
@@ -88,8 +87,7 @@ def run_rack(batch: RackBatch, share: SiteShare, scheduler: Scheduler | None,
     racks share."""
     take_hosts(batch, scheduler)
     record = batch.record
-    run_image(batch, image_stage, lambda: share.held(IMAGE, batch.rack, batch.progress,
-                                                     needed=True))
+    run_image(batch, image_stage, share.boot_servers)
     run_configure(batch)
     run_verify(batch)
     with share.held(ACCEPT, batch.rack, batch.progress,
@@ -119,8 +117,8 @@ def take_hosts(batch: RackBatch, scheduler: Scheduler | None) -> None:
 
 
 def run_image(batch: RackBatch, image_stage: ImageStage | None,
-              boot_servers: Callable[[], AbstractContextManager[object]]) -> None:
-    """`boot_servers()`: the site's boot servers, held while they serve this rack's deploys."""
+              boot_servers: BootServerHosts) -> None:
+    """`boot_servers`: what the site's boot servers deploy for its other racks."""
     entered = batch.record.enter(IMAGE)
     if not entered:
         return

@@ -51,8 +51,7 @@ RUN_HELP = {
     "parallel_racks": f"racks worked on at once in the whole run (default {DEFAULT_RACKS}; "
                       "1: one after another)",
     "racks_per_site": "racks worked on at once in one site: its boot server and registry "
-                      f"mirror serve them all (default {DEFAULT_RACKS_PER_SITE}; a boot "
-                      "server images one rack at a time whatever this says)",
+                      f"mirror serve them all (default {DEFAULT_RACKS_PER_SITE})",
     "metrics_file": METRICS_HELP,
     "apply_firmware": "bring hosts whose firmware or BIOS is off their device type's pins "
                       "(racklift.firmware, racklift.bios) to them before imaging: updates from "

@@ -129,12 +129,14 @@ def test_two_controllers_take_a_site_each_and_admit_exactly_the_healthy_hosts(
         "dcim/devices", {"site": IMAGED, "role": "gpu-server"})}
     assert {n for n, image in images.items() if image and image.startswith("debian12 ")} == {
         n for n in images if n not in IMAGE_FAULTS}
-    # Its two racks deployed at once: the boot server's second role run listed the first
-    # rack's hosts, still deploying, beside its own.
+    # Its two racks deployed at once: the boot server's second role run, its hosts' part
+    # alone, listed the first rack's hosts, still deploying, beside its own.
     served = [line for line in runs[sites.index(IMAGED)][2].splitlines()
               if "boot server sim-boot2: serving" in line]
     assert len(served) == 2, served
-    assert served[1].endswith("serving 8 deploys (and 8 of other racks)"), served
+    assert served[0].endswith("serving 8 deploys"), served
+    assert served[1].endswith("serving 8 deploys (and 8 of other racks), the role's hosts part"), \
+        served
 
 
 def test_a_command_other_than_the_collector_is_not_run(fleet):

@@ -466,7 +466,8 @@ def test_a_racks_role_run_lists_what_other_racks_deploy_there_and_its_release_on
     listed = BootServerHosts()
     other = {"name": "gpu-99", "mac": "02:00:00:00:00:99", "ip": "10.0.0.99", "deploy": True,
              "method": "image"}
-    assert listed.serve("boot-a", [other], "{}", lambda entries, whole: None) is None
+    assert listed.serve("boot-a", [other], "{}", lambda entries, whole: (None, None)) == (
+        None, None)
     errors, calls, ansible, recorded, _ = _install(monkeypatch, tmp_path, on_reads=2, deployed=2,
                                                    installed=False, listed=listed)
     assert errors == {"gpu-02": None, "gpu-03": None}
@@ -503,7 +504,7 @@ def test_a_racks_failed_role_run_leaves_its_hosts_unlisted(monkeypatch, tmp_path
 
 def _listed(listed: BootServerHosts) -> list[dict[str, Any]]:
     seen: list[dict[str, Any]] = []
-    assert listed.serve("boot-a", [], "{}", lambda entries, whole: seen.extend(entries)) is None
+    listed.serve("boot-a", [], "{}", lambda entries, whole: (seen.extend(entries), None))
     return seen
 
 

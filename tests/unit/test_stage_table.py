@@ -36,7 +36,7 @@ GROUP_VARS = REPO_ROOT / "inventory" / "group_vars" / "all"
 IMAGE_MODULES = (image_stage, boot_server_waits)
 STAGE_CODE: dict[str, Any] = {
     IMAGE: (image_stage._hostvars, image_stage._serve, boot_server_waits,
-            image_stage._check, image_stage._release),
+            image_stage._check, image_stage._remove),
     CONFIGURE: rack_stages.run_configure,
     VERIFY: (gate_module, hostvars),  # the BMCs' settings and credentials, after collecting
     ACCEPT: accept_run,  # for hosts not reached over plain ssh; the others over SSH clients

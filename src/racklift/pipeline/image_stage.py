@@ -68,7 +68,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from racklift.ansible import script
+from racklift.ansible import PlaybookResult, script
 from racklift.errors import RackliftError
 from racklift.hostvars import read_hostvars
 from racklift.imaging import deploy_data, diskimage, host_keys, installer, ramdisk
@@ -82,6 +82,7 @@ from racklift.pipeline.image_plan import (
     BOOT_SERVER_ROLE,
     CHECK_TASK,
     FACTS_TASK,
+    BootClock,
     BootServer,
     ImagingOptions,
     Target,
@@ -232,21 +233,28 @@ def _prepare_boot_servers(run: ImageRun, targets: list[Target], servers: dict[st
         settings = partial(boot_vars, server, images=_images(
             [t for t in mine if not t.installer]), disk=disk,
             media=[*media, *firmware_files(run, mine)])
-        why = listed.serve(
+        why, clock = listed.serve(
             name, entries, json.dumps(settings([]), sort_keys=True),
             partial(_serve, run, name, settings, len(entries), ident),
-            waiting=lambda name=name: run.progress.note(
-                f"boot server {name}: waits for another rack's role run or release there"))
+            waiting=partial(_waits, run, name))
+        if why is None:
+            run.clocks[name] = clock
         for entry in entries if why else ():
             run.fail(entry["name"], f"boot server {name}: {why}")
     return tokens
 
 
+def _waits(run: ImageRun, name: str) -> None:
+    run.progress.note(f"boot server {name}: waits for another rack's role run or release there "
+                      "(one run then serves every rack waiting)")
+
+
 def _serve(run: ImageRun, name: str, settings: Callable[[list[dict[str, Any]]], dict[str, Any]],
-           count: int, ident: str, listed: list[dict[str, Any]], whole: bool) -> str | None:
+           count: int, ident: str, listed: list[dict[str, Any]], whole: bool,
+           ) -> tuple[str | None, BootClock | None]:
     """The role run on boot server `name` for the `listed` hosts (`count` of them this
-    rack's), `whole` or its hosts' part; its error, None when it serves them (and its clock is
-    known)."""
+    rack's), `whole` or its hosts' part; its error (None when it serves them and its clock is
+    known) and the boot server's clock."""
     vars_file = write_secret(run.secrets / f"boot-{name}.json", settings(listed))
     others = len(listed) - count
     run.progress.note(f"boot server {name}: serving {count} deploys"
@@ -263,11 +271,10 @@ def _serve(run: ImageRun, name: str, settings: Callable[[list[dict[str, Any]]], 
     facts = result.captured.get(name, {}).get(FACTS_TASK)
     clock = boot_clock(facts, received[name]) if facts and name in received else None
     if name in result.failed or name not in result.ok:
-        return result.failed.get(name, "the playbook did not run on it")
+        return result.failed.get(name, "the playbook did not run on it"), None
     if clock is None:
-        return "the facts Ansible gathered on it hold no time (ansible_date_time)"
-    run.clocks[name] = clock
-    return None
+        return "the facts Ansible gathered on it hold no time (ansible_date_time)", None
+    return None, clock
 
 
 def _images(targets: list[Target]) -> list[diskimage.DiskImage]:
@@ -407,11 +414,9 @@ def _release(run: ImageRun, targets: list[Target], ident: str, listed: BootServe
     are bound to their addresses)."""
     for server in sorted({t.boot_server for t in targets}):
         mine = [t for t in targets if t.boot_server == server]
-        result = listed.release(server, [t.name for t in mine], lambda server=server, mine=mine:
-                                run.playbook("image_release.yml", [server],
-                                             f"image-release-{server}-{ident}",
-                                             {"racklift_image_release": [
-                                                 {"name": t.name, "mac": t.mac} for t in mine]}))
+        result = listed.release(server, [{"name": t.name, "mac": t.mac} for t in mine],
+                                partial(_remove, run, server, ident),
+                                waiting=partial(_waits, run, server))
         if server in result.failed or server not in result.ok:
             run.progress.note(
                 f"boot server {server}: the deploy scripts and deploy data of "
@@ -419,6 +424,14 @@ def _release(run: ImageRun, targets: list[Target], ident: str, listed: BootServe
                 f"({result.failed.get(server, 'the playbook did not run on it')}): the next "
                 "image run there removes them, or remove ipxe/<mac>.ipxe and "
                 "hosts/<name>.json there by hand")
+
+
+def _remove(run: ImageRun, server: str, ident: str, hosts: list[dict[str, Any]],
+            ) -> PlaybookResult:
+    """The release run on `server` for `hosts` ({name, mac}: this rack's, and those of the
+    racks that waited with it)."""
+    return run.playbook("image_release.yml", [server], f"image-release-{server}-{ident}",
+                        {"racklift_image_release": hosts})
 
 
 def _deploy(run: ImageRun, live: list[Target], tokens: dict[str, str],

@@ -109,9 +109,17 @@ class _Busy:
                 self.cond.notify_all()
         return say
 
-    def until_waiting(self, count: int) -> None:
+    def behind(self, rack: Any, names: tuple[str, ...]) -> None:
+        """`rack(name)` for each of `names` at once, queued behind the first run; that run
+        ends once all of them wait, and all are done when this returns."""
+        racks = [threading.Thread(target=rack, args=(n,)) for n in names]
+        for thread in racks:
+            thread.start()
         with self.cond:
-            assert self.cond.wait_for(lambda: len(self.waited) == count, 5)
+            assert self.cond.wait_for(lambda: len(self.waited) == len(names), 5)
+        self.leave.set()
+        for thread in [*racks, self.first]:
+            thread.join(5)
 
 
 def test_racks_that_waited_are_served_by_one_role_run_and_each_gets_its_answer() -> None:
@@ -126,13 +134,7 @@ def test_racks_that_waited_are_served_by_one_role_run_and_each_gets_its_answer()
         answers[name] = listed.serve("boot-a", [_entry(name)], SETTINGS, runs,
                                      waiting=busy.waiting(name))
 
-    racks = [threading.Thread(target=rack, args=(n,)) for n in ("b1", "d1")]
-    for thread in racks:
-        thread.start()
-    busy.until_waiting(2)
-    busy.leave.set()
-    for thread in [*racks, busy.first]:
-        thread.join(5)
+    busy.behind(rack, ("b1", "d1"))
     assert sorted(busy.waited) == ["b1", "d1"]
     (names, whole), = runs.seen  # one run for both
     assert (sorted(names), whole) == (["a1", "b1", "d1"], False)
@@ -156,13 +158,7 @@ def test_releases_that_waited_are_one_run_and_a_stopped_run_stops_those_it_serve
         except (KeyboardInterrupt, RackliftError) as exc:
             got[name] = type(exc).__name__
 
-    racks = [threading.Thread(target=rack, args=(n,)) for n in ("a1", "x1")]
-    for thread in racks:
-        thread.start()
-    busy.until_waiting(2)
-    busy.leave.set()
-    for thread in [*racks, busy.first]:
-        thread.join(5)
+    busy.behind(rack, ("a1", "x1"))
     assert removed == [["a1", "x1"]]
     assert sorted(got.values()) == ["KeyboardInterrupt", "RackliftError"]
     assert _names(listed, "boot-a") == []

@@ -236,7 +236,7 @@ def _prepare_boot_servers(run: ImageRun, targets: list[Target], servers: dict[st
         why, clock = listed.serve(
             name, entries, json.dumps(settings([]), sort_keys=True),
             partial(_serve, run, name, settings, len(entries), ident),
-            waiting=partial(_waits, run, name))
+            waiting=partial(_waits, run, name, ident))
         if why is None:
             run.clocks[name] = clock
         for entry in entries if why else ():
@@ -244,9 +244,9 @@ def _prepare_boot_servers(run: ImageRun, targets: list[Target], servers: dict[st
     return tokens
 
 
-def _waits(run: ImageRun, name: str) -> None:
-    run.progress.note(f"boot server {name}: waits for another rack's role run or release there "
-                      "(one run then serves every rack waiting)")
+def _waits(run: ImageRun, name: str, ident: str) -> None:
+    run.progress.note(f"rack {ident}: boot server {name} is busy with another rack's role run "
+                      "or release; waiting (one run then serves every rack waiting)")
 
 
 def _serve(run: ImageRun, name: str, settings: Callable[[list[dict[str, Any]]], dict[str, Any]],
@@ -257,7 +257,7 @@ def _serve(run: ImageRun, name: str, settings: Callable[[list[dict[str, Any]]], 
     known) and the boot server's clock."""
     vars_file = write_secret(run.secrets / f"boot-{name}.json", settings(listed))
     others = len(listed) - count
-    run.progress.note(f"boot server {name}: serving {count} deploys"
+    run.progress.note(f"rack {ident}: boot server {name}: serving {count} deploys"
                       + (f" (and {others} of other racks)" if others else "")
                       + ("" if whole else ", the role's hosts part"))
     received: dict[str, float] = {}
@@ -416,7 +416,7 @@ def _release(run: ImageRun, targets: list[Target], ident: str, listed: BootServe
         mine = [t for t in targets if t.boot_server == server]
         result = listed.release(server, [{"name": t.name, "mac": t.mac} for t in mine],
                                 partial(_remove, run, server, ident),
-                                waiting=partial(_waits, run, server))
+                                waiting=partial(_waits, run, server, ident))
         if server in result.failed or server not in result.ok:
             run.progress.note(
                 f"boot server {server}: the deploy scripts and deploy data of "

@@ -90,8 +90,8 @@ def run_rack(batch: RackBatch, share: SiteShare, scheduler: Scheduler | None,
     run_image(batch, image_stage, share.boot_servers)
     run_configure(batch)
     run_verify(batch)
-    with share.held(ACCEPT, batch.rack, batch.progress,
-                    needed=batch.options.pair_with_active and bool(record.due(ACCEPT))):
+    with share.partners(batch.rack, batch.progress,
+                        needed=batch.options.pair_with_active and bool(record.due(ACCEPT))):
         run_accept(batch)
     resume_joined(batch, scheduler)
     for h in batch.hosts:

@@ -9,12 +9,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from racklift.lifecycle.stages import ACCEPT
 from racklift.pipeline.boot_server_hosts import BootServerHosts
 from racklift.pipeline.progress import Progress
-
-# What a rack's stage shares with the other racks of its site, as the wait names it.
-SHARED = {ACCEPT: "its active hosts as RDMA partners"}
 
 
 class SiteShare:
@@ -23,20 +19,21 @@ class SiteShare:
     def __init__(self, site: str) -> None:
         self.site = site
         self.boot_servers = BootServerHosts()
-        self._lock = threading.Lock()
+        self._partners = threading.Lock()
 
     @contextmanager
-    def held(self, stage: str, rack: str, progress: Progress, *, needed: bool) -> Iterator[None]:
-        """The site's resources for `rack`'s `stage` (where the stage `needed` them), one rack
-        at a time: waiting, and saying so, while another rack of the site holds them."""
+    def partners(self, rack: str, progress: Progress, *, needed: bool) -> Iterator[None]:
+        """The site's active hosts as `rack`'s RDMA partners (where its acceptance tests
+        `needed` them), one rack at a time: waiting, and saying so, while another rack of the
+        site tests against them."""
         if not needed:
             yield
             return
-        if not self._lock.acquire(blocking=False):
-            progress.note(f"rack {rack}: {stage} waits for another rack of site {self.site} "
-                          f"({SHARED[stage]})")
-            self._lock.acquire()
+        if not self._partners.acquire(blocking=False):
+            progress.note(f"rack {rack}: accept waits for another rack of site {self.site} "
+                          "(its active hosts as RDMA partners)")
+            self._partners.acquire()
         try:
             yield
         finally:
-            self._lock.release()
+            self._partners.release()
